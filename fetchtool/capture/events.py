@@ -1,0 +1,76 @@
+"""What the capture layer hands to the Kafka layer: TCP segments in, ordered stream events out.
+
+These are the contract between `capture/` (reader, link layers, reassembly) and `protocol/` (framing,
+pairing). Everything is a frozen dataclass; frame numbers are Wireshark's (1-based record number in the file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# TCP flag bits as in the TCP header's flags byte.
+FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    ip: str  # dotted IPv4 or compressed IPv6 (ipaddress module's str())
+    port: int
+
+    def __str__(self) -> str:
+        # "ip:port" as the JSON contracts use it; IPv6 in brackets so the port stays unambiguous.
+        return f"[{self.ip}]:{self.port}" if ":" in self.ip else f"{self.ip}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One TCP segment as captured."""
+
+    frame: int
+    ts: float  # epoch seconds
+    src: Endpoint
+    dst: Endpoint
+    seq: int
+    flags: int
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StreamData:
+    """Bytes delivered in order on one direction of one connection.
+
+    `frame`/`ts` are those of the packet whose arrival made these bytes contiguous (so the packet that
+    completes a Kafka message is the frame of the StreamData holding its last byte).
+    """
+
+    conn: int  # unique per connection instance (a SYN on a reused 4-tuple starts a new one)
+    src: Endpoint
+    dst: Endpoint
+    data: bytes
+    frame: int
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class StreamGap:
+    """Bytes lost on one direction (never captured); the stream continues after them."""
+
+    conn: int
+    src: Endpoint
+    dst: Endpoint
+    lost_bytes: int
+    frame: int
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosed:
+    """A connection ended (FIN from both sides, RST, a new SYN on the same 4-tuple, or end of capture)."""
+
+    conn: int
+    reason: str  # "fin" | "rst" | "reused" | "end_of_capture"
+    frame: int
+    ts: float
+
+
+StreamEvent = StreamData | StreamGap | ConnectionClosed

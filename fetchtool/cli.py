@@ -1,0 +1,33 @@
+"""The `fetchtool` command: a thin typer shell over the command modules in fetchtool.commands."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import typer
+
+app = typer.Typer(
+    name="fetchtool",
+    help="Analyse and replay Apache Kafka Fetch traffic (KIP-227 fetch sessions, KIP-74, KIP-630).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Order is the order `fetchtool --help` lists them.
+COMMANDS = ["analyze", "decode", "sessions", "savings", "simulate", "replay", "broker", "synth"]
+
+for _name in COMMANDS:
+    if importlib.util.find_spec(f"fetchtool.commands.{_name}") is not None:
+        _module = importlib.import_module(f"fetchtool.commands.{_name}")
+        app.command(_name, help=_module.__doc__)(_module.main)
+
+
+@app.callback()
+def _root() -> None:
+    """Analyse and replay Apache Kafka Fetch traffic."""
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,1 @@
+"""One module per CLI command; each exposes `main`, registered by fetchtool.cli."""
