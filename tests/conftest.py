@@ -1,0 +1,263 @@
+"""Shared fixtures for the real peers fetchtool is tested against: tshark 4.4 and the tansu broker.
+
+Where the peers come from (see tools/):
+  tshark 4.4  env FETCHTOOL_TSHARK, else /opt/tshark44/tshark   (tools/install_tshark44.sh)
+  tansu       env FETCHTOOL_TANSU, else /opt/tansu/tansu, else `tansu` on PATH   (tools/install_tansu.sh)
+
+Tests marked @pytest.mark.tshark / @pytest.mark.tansu are skipped with the reason when their peer is missing,
+except when the environment variable CI is set: then a missing peer FAILS the test, so CI cannot go green by
+skipping. Tests in other directories may add their own fixtures in a conftest.py next to them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+TSHARK_DEFAULT = "/opt/tshark44/tshark"
+TANSU_DEFAULT = "/opt/tansu/tansu"
+LOOPBACK = "127.0.0.1"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Finding the peers (once per session)
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A located peer program, or why it could not be used."""
+
+    name: str
+    path: str | None
+    version: str | None
+    problem: str | None  # None when usable
+
+    def require(self) -> str:
+        """The program's path; skips (or, under CI, fails) the calling test when the peer is unusable."""
+        if self.problem is None and self.path is not None:
+            return self.path
+        _missing(f"{self.name} unavailable: {self.problem}")
+        raise AssertionError("unreachable")
+
+
+def _in_ci() -> bool:
+    return bool(os.environ.get("CI"))
+
+
+def _missing(reason: str) -> None:
+    if _in_ci():
+        pytest.fail(f"{reason} (CI is set, so a missing peer is a failure, not a skip)", pytrace=False)
+    pytest.skip(reason)
+
+
+def _version_line(path: str) -> tuple[str | None, str | None]:
+    """First line of `path --version`, or (None, problem)."""
+    try:
+        proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"{path} --version failed: {exc}"
+    if proc.returncode != 0:
+        return None, f"{path} --version exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[:200]}"
+    lines = proc.stdout.strip().splitlines()
+    return (lines[0] if lines else ""), None
+
+
+def _locate_tshark() -> Peer:
+    from_env = os.environ.get("FETCHTOOL_TSHARK")
+    path = from_env or TSHARK_DEFAULT
+    hint = "set FETCHTOOL_TSHARK or run tools/install_tshark44.sh"
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        where = "FETCHTOOL_TSHARK" if from_env else "default path"
+        return Peer("tshark 4.4", None, None, f"{path} ({where}) is not an executable file; {hint}")
+    line, problem = _version_line(path)
+    if problem:
+        return Peer("tshark 4.4", path, None, f"{problem}; {hint}")
+    # Only 4.4+ decodes Fetch v12-v16 correctly; Debian 12's 4.0 prints wrong session fields there.
+    m = re.search(r"TShark \(Wireshark\) (\d+)\.(\d+)\.(\d+)", line or "")
+    if not m or (int(m[1]), int(m[2])) != (4, 4):
+        return Peer("tshark 4.4", path, line, f"{path} reports {line!r}, need TShark 4.4.x; {hint}")
+    return Peer("tshark 4.4", path, ".".join(m.groups()), None)
+
+
+def _locate_tansu() -> Peer:
+    from_env = os.environ.get("FETCHTOOL_TANSU")
+    hint = "set FETCHTOOL_TANSU or run tools/install_tansu.sh"
+    if from_env:
+        candidates = [from_env]
+    else:
+        candidates = [TANSU_DEFAULT] + ([shutil.which("tansu")] if shutil.which("tansu") else [])
+    path = next((c for c in candidates if os.path.isfile(c) and os.access(c, os.X_OK)), None)
+    if path is None:
+        return Peer("tansu", None, None, f"no executable tansu at {', '.join(candidates)} or on PATH; {hint}")
+    line, problem = _version_line(path)
+    if problem:
+        return Peer("tansu", path, None, f"{problem}; {hint}")
+    m = re.fullmatch(r"tansu (\S+)", (line or "").strip())
+    if not m:
+        return Peer("tansu", path, line, f"{path} --version said {line!r}, not 'tansu X.Y.Z'; {hint}")
+    return Peer("tansu", path, m[1], None)
+
+
+_PEERS: dict[str, Peer] = {}
+
+
+def _peer(marker: str) -> Peer:
+    if marker not in _PEERS:
+        _PEERS[marker] = {"tshark": _locate_tshark, "tansu": _locate_tansu}[marker]()
+    return _PEERS[marker]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = []
+    for marker in ("tshark", "tansu"):
+        peer = _peer(marker)
+        state = f"{peer.path} ({peer.version})" if peer.problem is None else f"MISSING: {peer.problem}"
+        lines.append(f"peer {peer.name}: {state}")
+    if _in_ci():
+        lines.append("CI is set: tests whose peer is missing fail instead of skipping")
+    return lines
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in ("tshark", "tansu"):
+        if item.get_closest_marker(marker) is not None:
+            _peer(marker).require()
+    # pyspark is an optional extra ([spark]) that CI does not install, so its tests always skip without it.
+    if item.get_closest_marker("spark") is not None:
+        pytest.importorskip("pyspark", reason="pyspark not installed (pip install -e '.[spark]')")
+
+
+@pytest.fixture(scope="session")
+def tshark() -> str:
+    """Path of a working tshark 4.4 (a wrapper that runs it in a chroot; run it as root)."""
+    return _peer("tshark").require()
+
+
+@pytest.fixture(scope="session")
+def tansu() -> str:
+    """Path of the tansu broker binary."""
+    return _peer("tansu").require()
+
+
+@pytest.fixture(scope="session")
+def tshark_fields(tshark: str) -> Callable[..., list[list[str]]]:
+    """run(capture, port, fields, display_filter="kafka") -> one list of field strings per matching packet.
+
+    The port is decoded as Kafka (`-d tcp.port==PORT,kafka`). Multi-valued fields come back comma-separated,
+    as tshark prints them (`-E occurrence=a -E aggregator=,`).
+    """
+
+    def run(capture: str | os.PathLike[str], port: int, fields: list[str], display_filter: str = "kafka"):
+        cmd = [tshark, "-n", "-r", os.fspath(capture), "-d", f"tcp.port=={port},kafka", "-Y", display_filter,
+               "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,"]
+        for field in fields:
+            cmd += ["-e", field]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"tshark exited {proc.returncode}: {proc.stderr.strip()[:500]}")
+        return [line.split("\t") for line in proc.stdout.splitlines()]
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Ports and the tansu broker
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port that was free on `host` a moment ago (the OS picks it; bind soon, the race is small)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(name="free_port")
+def free_port_fixture() -> Callable[[], int]:
+    """free_port() -> a free TCP port on 127.0.0.1."""
+    return free_port
+
+
+class TansuBroker(NamedTuple):
+    """A running tansu broker; unpacks as (host, port, create_topic)."""
+
+    host: str
+    port: int
+    create_topic: Callable[..., str]  # create_topic(name=None, partitions=1) -> the topic's name
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def _stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL if it is still running after `grace` seconds (tansu takes 0-6 s to exit)."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def tansu_broker(tansu: str) -> Iterator[TansuBroker]:
+    """A fresh tansu broker (memory storage) on 127.0.0.1 and a free port, stopped when the test ends."""
+    with tempfile.TemporaryFile(mode="w+", prefix="tansu-") as log:
+        proc, port = None, 0
+        for _attempt in range(3):  # the free port may be taken between free_port() and tansu's bind
+            port = free_port()
+            url = f"tcp://{LOOPBACK}:{port}"
+            proc = subprocess.Popen(
+                [tansu, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                 "--storage-engine", "memory://tansu/", "--cluster-id", "fetchtool-tests"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )
+            deadline = time.monotonic() + 15
+            while proc.poll() is None and not _accepts(LOOPBACK, port) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if proc.poll() is None and _accepts(LOOPBACK, port):
+                break
+            _stop(proc)
+            proc = None
+        if proc is None:
+            log.seek(0)
+            pytest.fail(f"tansu broker did not start on {LOOPBACK}:{port}; its output:\n{log.read()[-2000:]}")
+
+        def create_topic(name: str | None = None, partitions: int = 1) -> str:
+            name = name or f"t-{uuid.uuid4().hex[:10]}"
+            done = subprocess.run(
+                [tansu, "topic", "create", "--broker", f"tcp://{LOOPBACK}:{port}",
+                 "--partitions", str(partitions), name],
+                capture_output=True, text=True, timeout=30,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"tansu topic create {name} failed: {(done.stderr or done.stdout).strip()[-500:]}")
+            return name
+
+        try:
+            yield TansuBroker(LOOPBACK, port, create_topic)
+        finally:
+            _stop(proc)

@@ -1,0 +1,84 @@
+"""The real peers fetchtool is checked against actually work here: tshark 4.4 and the tansu broker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.tshark
+def test_tshark_is_version_4_4(tshark):
+    out = subprocess.run([tshark, "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.splitlines()[0].startswith("TShark (Wireshark) 4.4."), out.splitlines()[0]
+
+
+@pytest.mark.tshark
+def test_tshark_decodes_kafka_from_a_host_path(tshark, tmp_path):
+    # The wrapper links the capture into its chroot; a path with spaces must survive that.
+    captures = sorted((REPO / "captures").glob("*-tansu.pcap"))
+    if not captures:
+        pytest.skip("no captures yet (python examples/make_captures.py)")
+    capture = tmp_path / "a capture.pcap"
+    capture.write_bytes(captures[0].read_bytes())
+    out = subprocess.run([tshark, "-n", "-r", str(capture), "-q", "-z", "io,phs"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "tcp" in out
+
+
+@pytest.mark.tansu
+def test_tansu_round_trip_with_kafka_python(tansu_broker):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    host, port, create_topic = tansu_broker
+    topic = create_topic(partitions=2)
+    sent = {(p, f"key-{p}-{i}".encode(), f"value-{p}-{i}".encode()) for p in (0, 1) for i in range(5)}
+
+    producer = KafkaProducer(bootstrap_servers=f"{host}:{port}", request_timeout_ms=10_000)
+    for partition, key, value in sorted(sent):
+        producer.send(topic, key=key, value=value, partition=partition)
+    producer.flush(timeout=15)
+    producer.close(timeout=5)
+
+    consumer = KafkaConsumer(bootstrap_servers=f"{host}:{port}", group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=100, request_timeout_ms=10_000)
+    try:
+        consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        got: list[tuple[int, bytes, bytes]] = []
+        for _ in range(50):
+            for records in consumer.poll(timeout_ms=200).values():
+                got += [(r.partition, r.key, r.value) for r in records]
+            if len(got) >= len(sent):
+                break
+    finally:
+        consumer.close()
+
+    assert sorted(got) == sorted(sent)
+    # Offsets within a partition follow production order.
+    assert [k for p, k, _ in got if p == 0] == sorted(k for p, k, _ in sent if p == 0)
+
+
+@pytest.mark.tansu
+def test_tansu_broker_rejects_a_duplicate_topic(tansu_broker):
+    name = tansu_broker.create_topic("twice", partitions=1)
+    assert name == "twice"
+    with pytest.raises(RuntimeError, match="already exists"):
+        tansu_broker.create_topic("twice")
+
+
+@pytest.mark.parametrize("ci, outcome, exit_code", [("", "1 skipped", 0), ("1", "1 error", 1)])
+def test_missing_peer_skips_locally_but_fails_under_ci(ci, outcome, exit_code):
+    env = {**os.environ, "FETCHTOOL_TANSU": "/nonexistent/tansu", "CI": ci}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+         "tests/test_peers.py::test_tansu_broker_rejects_a_duplicate_topic"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert outcome in proc.stdout, proc.stdout[-2000:]
+    assert proc.returncode == exit_code
+    assert "/nonexistent/tansu" in proc.stdout
