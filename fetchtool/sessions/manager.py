@@ -1,0 +1,302 @@
+"""FetchManager.newContext and the four fetch contexts (Kafka's FetchManager.java / FetchContext.java).
+
+A context is created at request time (session lookup, epoch check, session update, touch and epoch advance all
+happen then) and answers once the broker has read the partitions it lists. Responses are FetchOutcome values:
+exactly the partitions the wire response carries, in order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from . import errors
+from .cache import FetchSessionCache
+from .metadata import FINAL_EPOCH, INVALID_SESSION_ID, FetchMetadata, next_epoch
+from .partitions import PartitionData, PartitionResult, TopicIdPartition
+from .session import CachedPartition, FetchSession
+
+TOPIC_IDS_MIN_VERSION = 13   # Fetch v13 replaced topic names by topic ids
+
+
+@dataclass(frozen=True, slots=True)
+class FetchOutcome:
+    """A generated Fetch response: top-level error, SessionId, ThrottleTimeMs and its partitions in order."""
+
+    error_code: int
+    session_id: int
+    throttle_time_ms: int
+    partitions: tuple[tuple[TopicIdPartition, PartitionResult], ...]
+
+
+_EMPTY: tuple = ()
+
+
+class FetchContext:
+    """Base of the four contexts. ``kind`` is "sessionless", "full", "incremental" or "error"."""
+
+    kind: str = ""
+    error_code: int = errors.NONE
+
+    def partitions(self) -> list[tuple[TopicIdPartition, PartitionData]]:
+        """What the broker must read, in order (foreachPartition)."""
+        return []
+
+    def get_fetch_offset(self, tp: TopicIdPartition) -> int | None:
+        return None
+
+    def update_and_generate_response(self, now_ms: int, results: Mapping[TopicIdPartition, PartitionResult]
+                                     ) -> FetchOutcome:
+        raise NotImplementedError
+
+    def throttled_response(self, throttle_ms: int) -> FetchOutcome:
+        """KIP-219: an empty response with SessionId 0; a full context creates no session and the round-robin
+        counter does not move."""
+        return FetchOutcome(errors.NONE, INVALID_SESSION_ID, throttle_ms, _EMPTY)
+
+    def response_size_partitions(self, results: Mapping[TopicIdPartition, PartitionResult]
+                                 ) -> list[TopicIdPartition]:
+        """getResponseSize's selection: the partitions a response would carry, without changing any state."""
+        return list(results)
+
+
+class SessionErrorContext(FetchContext):
+    """A session error (70, 71, 106): nothing is read, the response is (error, SessionId 0, no partitions)."""
+
+    kind = "error"
+
+    def __init__(self, error_code: int, req_metadata: FetchMetadata | None = None) -> None:
+        self.error_code = error_code
+        self.req_metadata = req_metadata
+
+    def update_and_generate_response(self, now_ms, results) -> FetchOutcome:
+        return FetchOutcome(self.error_code, INVALID_SESSION_ID, 0, _EMPTY)
+
+    def response_size_partitions(self, results) -> list[TopicIdPartition]:
+        return []
+
+    def __repr__(self) -> str:
+        return f"SessionErrorContext({errors.error_name(self.error_code)})"
+
+
+class OutOfRangeSessionContext(FetchContext):
+    """A SessionId outside the shard list (>= shards*range, or <= -range).
+
+    INFERRED, not observed: Kafka's getCacheShard throws IndexOutOfBoundsException inside newContext, and
+    KafkaApis answers with FetchRequest.getErrorResponse: UNKNOWN_SERVER_ERROR at top level, the request's
+    SessionId echoed, and for v<13 every requested partition with the same error (HW/LSO/log start -1).
+    """
+
+    kind = "error"
+    error_code = errors.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, version: int, req_metadata: FetchMetadata, fetch_data: Mapping[TopicIdPartition, PartitionData]
+                 ) -> None:
+        self.version = version
+        self.req_metadata = req_metadata
+        self.fetch_data = fetch_data
+
+    def _outcome(self, throttle_ms: int) -> FetchOutcome:
+        parts: tuple = _EMPTY
+        if self.version < TOPIC_IDS_MIN_VERSION:
+            err = PartitionResult(error_code=errors.UNKNOWN_SERVER_ERROR)
+            parts = tuple((tp, err) for tp in self.fetch_data)
+        return FetchOutcome(errors.UNKNOWN_SERVER_ERROR, self.req_metadata.session_id, throttle_ms, parts)
+
+    def update_and_generate_response(self, now_ms, results) -> FetchOutcome:
+        return self._outcome(0)
+
+    def throttled_response(self, throttle_ms: int) -> FetchOutcome:
+        return self._outcome(throttle_ms)
+
+    def response_size_partitions(self, results) -> list[TopicIdPartition]:
+        return [tp for tp, _ in self._outcome(0).partitions]
+
+
+class SessionlessFetchContext(FetchContext):
+    """A full request that creates no session (epoch -1, or a session emptied by forgets): SessionId 0."""
+
+    kind = "sessionless"
+
+    def __init__(self, fetch_data: Mapping[TopicIdPartition, PartitionData]) -> None:
+        self.fetch_data = fetch_data
+
+    def partitions(self) -> list[tuple[TopicIdPartition, PartitionData]]:
+        return list(self.fetch_data.items())
+
+    def get_fetch_offset(self, tp: TopicIdPartition) -> int | None:
+        data = self.fetch_data.get(tp)
+        return None if data is None else data.fetch_offset
+
+    def update_and_generate_response(self, now_ms, results) -> FetchOutcome:
+        return FetchOutcome(errors.NONE, INVALID_SESSION_ID, 0, tuple(results.items()))
+
+
+class FullFetchContext(FetchContext):
+    """A full request (epoch 0): every partition is returned and a session is created from the RESPONSE."""
+
+    kind = "full"
+
+    def __init__(self, cache: FetchSessionCache, fetch_data: Mapping[TopicIdPartition, PartitionData],
+                 uses_topic_ids: bool, is_from_follower: bool) -> None:
+        self.cache = cache
+        self.fetch_data = fetch_data
+        self.uses_topic_ids = uses_topic_ids
+        self.is_from_follower = is_from_follower
+        self.session_id = INVALID_SESSION_ID   # filled in by update_and_generate_response
+
+    def partitions(self) -> list[tuple[TopicIdPartition, PartitionData]]:
+        return list(self.fetch_data.items())
+
+    def get_fetch_offset(self, tp: TopicIdPartition) -> int | None:
+        data = self.fetch_data.get(tp)
+        return None if data is None else data.fetch_offset
+
+    def update_and_generate_response(self, now_ms, results) -> FetchOutcome:
+        # The round-robin counter advances here, whether or not a session is created.
+        shard = self.cache.get_next_cache_shard()
+
+        def create_partitions() -> dict[TopicIdPartition, CachedPartition]:
+            # Cached partitions come from the response map (readable partitions, then erroneous ones), with
+            # the response's HW and log start offset, so the first incremental response only carries changes.
+            fetch_data = self.fetch_data
+            cached: dict[TopicIdPartition, CachedPartition] = {}
+            for tp, resp in results.items():
+                req = fetch_data.get(tp)
+                if req is None:   # Kafka would NPE here: a response partition the request did not ask for
+                    raise ValueError(f"response partition {tp} is not in the full request")
+                cached[tp] = CachedPartition(tp, req, resp)
+            return cached
+
+        self.session_id = shard.maybe_create_session(now_ms, self.is_from_follower, len(results),
+                                                     self.uses_topic_ids, create_partitions)
+        return FetchOutcome(errors.NONE, self.session_id, 0, tuple(results.items()))
+
+
+class IncrementalFetchContext(FetchContext):
+    """An incremental request on a live session: only changed partitions are returned (spec §2.5)."""
+
+    kind = "incremental"
+
+    def __init__(self, req_metadata: FetchMetadata, session: FetchSession, topic_names: Mapping[uuid.UUID, str]
+                 ) -> None:
+        self.req_metadata = req_metadata
+        self.session = session
+        self.topic_names = topic_names
+        self.session_id = session.id
+        self._expected_epoch = next_epoch(req_metadata.epoch)
+
+    def get_fetch_offset(self, tp: TopicIdPartition) -> int | None:
+        return self.session.get_fetch_offset(tp)
+
+    def partitions(self) -> list[tuple[TopicIdPartition, PartitionData]]:
+        session = self.session
+        values = session.partition_map.values()
+        if session.uses_topic_ids:
+            names = self.topic_names
+            for cp in values:
+                if cp.topic is None:
+                    cp.maybe_resolve_unknown_name(names)
+        return [(cp.tip, cp.req) for cp in values]
+
+    def update_and_generate_response(self, now_ms, results) -> FetchOutcome:
+        session = self.session
+        if session.epoch != self._expected_epoch:
+            # Another request on this session was processed in between ("Possible duplicate request").
+            return FetchOutcome(errors.INVALID_FETCH_SESSION_EPOCH, session.id, 0, _EMPTY)
+        pmap = session.partition_map
+        get = pmap.get
+        selected = []
+        append = selected.append
+        # Inlined CachedPartition.maybe_update_response_data(resp, update=True): this loop visits every
+        # partition of the session on every incremental fetch, as Kafka's PartitionIterator does.
+        for tp, resp in results.items():
+            cp = get(tp)
+            if cp is None:          # the Java port's null guard
+                continue
+            must = resp.records_size > 0
+            hw = resp.high_watermark
+            if cp.high_watermark != hw:
+                cp.high_watermark = hw
+                must = True
+            lso = resp.log_start_offset
+            if cp.local_log_start_offset != lso:
+                cp.local_log_start_offset = lso
+                must = True
+            if resp.error_code:
+                cp.high_watermark = -1     # re-send once the error clears
+                must = True
+            elif resp.preferred_read_replica != -1 or resp.diverging_epoch >= 0:
+                must = True
+            if must:
+                append((tp, resp))
+                if resp.records_size > 0:
+                    # KAFKA-12330: only partitions that returned records go to the back of the session.
+                    del pmap[tp]
+                    pmap[cp.tip] = cp
+        return FetchOutcome(errors.NONE, session.id, 0, tuple(selected))
+
+    def throttled_response(self, throttle_ms: int) -> FetchOutcome:
+        session = self.session
+        if session.epoch != self._expected_epoch:
+            return FetchOutcome(errors.INVALID_FETCH_SESSION_EPOCH, session.id, throttle_ms, _EMPTY)
+        return FetchOutcome(errors.NONE, session.id, throttle_ms, _EMPTY)
+
+    def response_size_partitions(self, results) -> list[TopicIdPartition]:
+        session = self.session
+        if session.epoch != self._expected_epoch:
+            return []
+        get = session.partition_map.get
+        out = []
+        for tp, resp in results.items():
+            cp = get(tp)
+            if cp is not None and cp.maybe_update_response_data(resp, False):
+                out.append(tp)
+        return out
+
+
+class FetchManager:
+    """Turns each Fetch request into a context (FetchManager.newContext, spec §2.2)."""
+
+    def __init__(self, cache: FetchSessionCache) -> None:
+        self.cache = cache
+
+    def new_context(self, now_ms: int, version: int, metadata: FetchMetadata, is_follower: bool,
+                    fetch_data: Mapping[TopicIdPartition, PartitionData],
+                    to_forget: Iterable[TopicIdPartition],
+                    topic_names: Mapping[uuid.UUID, str]) -> FetchContext:
+        cache = self.cache
+        session_id = metadata.session_id
+        epoch = metadata.epoch
+        if epoch == 0 or epoch == FINAL_EPOCH:                       # full
+            if session_id != INVALID_SESSION_ID:
+                # Any session named in a full request is closed, with no ownership check.
+                try:
+                    shard = cache.get_cache_shard(session_id)
+                except errors.SessionIdOutOfRange:
+                    return OutOfRangeSessionContext(version, metadata, fetch_data)
+                shard.remove(session_id, now_ms, "closed")
+            if epoch == FINAL_EPOCH:
+                return SessionlessFetchContext(fetch_data)
+            return FullFetchContext(cache, fetch_data, version >= TOPIC_IDS_MIN_VERSION, is_follower)
+        # incremental: epoch > 0, or <= -2
+        try:
+            shard = cache.get_cache_shard(session_id)
+        except errors.SessionIdOutOfRange:
+            return OutOfRangeSessionContext(version, metadata, fetch_data)
+        session = shard.get(session_id)
+        if session is None:
+            return SessionErrorContext(errors.FETCH_SESSION_ID_NOT_FOUND, metadata)
+        # Check order: epoch first, then topic-id usage; an error leaves the session untouched.
+        if session.epoch != epoch:
+            return SessionErrorContext(errors.INVALID_FETCH_SESSION_EPOCH, metadata)
+        if session.uses_topic_ids != (version >= TOPIC_IDS_MIN_VERSION):
+            return SessionErrorContext(errors.FETCH_SESSION_TOPIC_ID_ERROR, metadata)
+        session.update(fetch_data, to_forget)
+        if session.is_empty:
+            shard.remove(session, now_ms, "empty")
+            return SessionlessFetchContext(fetch_data)
+        shard.touch(session, now_ms)                                  # lastUsed = request time
+        session.epoch = next_epoch(session.epoch)                     # advanced before the response is built
+        return IncrementalFetchContext(metadata, session, topic_names)

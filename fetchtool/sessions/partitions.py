@@ -1,0 +1,95 @@
+"""Partition identities and the per-partition data a request carries and a broker read produces."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TopicIdPartition:
+    """The broker's session key, with Kafka's ``CachedPartition`` equality.
+
+    Equal by (topic_id, partition) when topic_id is non-zero (v13+: the name may still be unknown, None),
+    otherwise by (topic, partition) (v12 and older: every id is zero). Kafka's own equals is asymmetric for a
+    zero-id vs non-zero-id pair; with different hashes such a pair never meets in a map, so a symmetric key is
+    equivalent. The key is computed once because sessions look partitions up on every request.
+    """
+
+    topic_id: uuid.UUID
+    topic: str | None
+    partition: int
+    _key: tuple = field(init=False, repr=False, compare=False)
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        tid = self.topic_id.int
+        key = (tid, self.partition) if tid else (self.topic, self.partition)
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if isinstance(other, TopicIdPartition):
+            return self._key == other._key
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @property
+    def uses_topic_id(self) -> bool:
+        return self.topic_id.int != 0
+
+    def with_topic(self, topic: str | None) -> TopicIdPartition:
+        return TopicIdPartition(self.topic_id, topic, self.partition)
+
+    def topic_partition(self) -> TopicPartition:
+        """The client-side key; only meaningful once the name is known."""
+        return TopicPartition(self.topic or "", self.partition)
+
+    def __str__(self) -> str:
+        return f"{self.topic_id}:{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartition:
+    """The client's key (FetchSessionHandler keys its session by name)."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionData:
+    """What a Fetch request says about one partition (FetchRequest.PartitionData). -1 means "absent"."""
+
+    fetch_offset: int
+    log_start_offset: int = -1
+    max_bytes: int = 1048576
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    topic_id: uuid.UUID = ZERO_UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResult:
+    """What the broker read for one partition: the input a context turns into a response.
+
+    ``records_size`` is the byte size of the Records blob (FetchResponse.recordsSize); -1 in
+    ``diverging_epoch`` / ``preferred_read_replica`` means the field is absent.
+    """
+
+    error_code: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records_size: int = 0
+    diverging_epoch: int = -1
+    preferred_read_replica: int = -1
