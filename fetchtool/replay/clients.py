@@ -1,0 +1,99 @@
+"""Client models: how a replayed client chooses each request's session metadata and partitions.
+
+Sans-IO and shared by simulate (in memory) and replay (real sockets). A model takes a `PlannedFetch` (what the
+client wanted) and returns a `FetchPlanRequest` (metadata, partitions to send, partitions to forget); it then
+takes the broker's answer. Kafka's client session rules live in fetchtool.sessions.FetchSessionHandler; the
+models only decide *whether* a client uses it, as the capture showed (or as --sessions overrides):
+
+- SESSION: driven by FetchSessionHandler (full (0,0), then incremental (id, n), reset on errors).
+- ALWAYS_NEW: (0,0) with every partition on every fetch, whatever the broker answered (Sarama #1644).
+- SESSIONLESS: (0,-1) with every partition (librdkafka, aiokafka, Sarama today, any Fetch < v7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fetchtool.replay.plan import ALWAYS_NEW, SESSION, SESSIONLESS, PlannedFetch
+from fetchtool.sessions.client import FetchSessionHandler
+from fetchtool.sessions.metadata import FetchMetadata
+from fetchtool.sessions.partitions import PartitionData, TopicIdPartition, TopicPartition
+
+# --sessions values
+AS_CAPTURED = "as-captured"
+ON = "on"
+OFF = "off"
+SESSION_MODES = (AS_CAPTURED, ON, OFF)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPlanRequest:
+    metadata: FetchMetadata
+    fetch_data: dict[TopicIdPartition, PartitionData]  # request order
+    to_forget: list[TopicIdPartition]
+
+
+def effective_behaviour(captured: str, mode: str, version: int) -> str:
+    """The behaviour to drive: as captured, or forced by --sessions (Fetch < v7 has no session fields)."""
+    if version < 7:
+        return SESSIONLESS
+    if mode == ON:
+        return SESSION
+    if mode == OFF:
+        return SESSIONLESS
+    return captured
+
+
+class ClientModel:
+    """One client stream's request choices. `node_id` only labels the handler (one handler per broker)."""
+
+    __slots__ = ("behaviour", "mode", "handler", "keys", "last_full")
+
+    def __init__(self, behaviour: str, mode: str = AS_CAPTURED, node_id: int = 0) -> None:
+        self.behaviour = behaviour
+        self.mode = mode
+        self.handler = FetchSessionHandler(node_id)
+        self.keys: dict[TopicPartition, TopicIdPartition] = {}
+        self.last_full = True
+
+    def request(self, fetch: PlannedFetch) -> FetchPlanRequest:
+        behaviour = effective_behaviour(self.behaviour, self.mode, fetch.version)
+        if behaviour != SESSION:
+            metadata = FetchMetadata.INITIAL if behaviour == ALWAYS_NEW else FetchMetadata.LEGACY
+            self.last_full = True
+            return FetchPlanRequest(metadata, {w.key: w.data for w in fetch.wanted}, [])
+        keys = self.keys
+        if fetch.closes and self.mode == AS_CAPTURED:
+            self.handler.notify_close()
+        builder = self.handler.new_builder()
+        for w in fetch.wanted:
+            builder.add(w.tp, w.data)
+            keys[w.tp] = w.key
+        built = builder.build()
+        data = {}
+        for tp, pd in built.to_send.items():
+            key = keys.get(tp)
+            if key is None:
+                key = keys[tp] = TopicIdPartition(pd.topic_id, tp.topic, tp.partition)
+            data[key] = pd
+        self.last_full = built.metadata.is_full
+        return FetchPlanRequest(built.metadata, data, list(built.forgotten_for_version(fetch.version)))
+
+    def response(self, version: int, error_code: int, session_id: int, throttle_time_ms: int,
+                 partitions: list[TopicIdPartition]) -> None:
+        """Give the client the broker's answer (only session-driven clients keep state)."""
+        if effective_behaviour(self.behaviour, self.mode, version) != SESSION:
+            return
+        tps = [TopicPartition(k.topic or str(k.topic_id), k.partition) for k in partitions]
+        ids = {k.topic_id for k in partitions if k.topic_id.int} if version >= 13 else set()
+        self.handler.handle_response(error_code, session_id, throttle_time_ms, tps, ids, version)
+
+    def error(self) -> None:
+        """A request that got no answer (timeout, disconnect): the handler resets to (id, 0)."""
+        if self.behaviour == SESSION or self.mode == ON:
+            self.handler.handle_error()
+
+
+def uses_topic_ids(version: int) -> bool:
+    return version >= 13
+

@@ -1,0 +1,368 @@
+"""The replay plan: each client's fetch workload over time, built from decoded exchanges.
+
+Sans-IO: Exchange items in, a `ReplayPlan` out. A plan holds one `ClientStream` per (client connection, broker),
+each a list of `PlannedFetch` in request order. A planned fetch says what the client *wanted* at that moment
+(its whole partition set with offsets and byte limits, reconstructed from the full and incremental requests it
+sent), the request's top-level fields and timing, what the capture shows the broker answered, and what a read
+of each wanted partition gave (the "log" the simulation answers from: the captured high watermarks, log start
+offsets, errors and records sizes).
+
+The session behaviour of each stream is classified from the capture (`SESSION`, `ALWAYS_NEW`, `SESSIONLESS`),
+so that simulate and replay drive the client as it behaved: a client that ignored the session id the broker gave
+it (the old Sarama bug) keeps sending (0, 0); a sessionless client stays sessionless.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from fetchtool.exchange import FETCH, Exchange
+from fetchtool.sessions.partitions import ZERO_UUID, PartitionData, PartitionResult, TopicIdPartition, TopicPartition
+
+# How a client used fetch sessions in the capture.
+SESSION = "session"  # sends (0,0) then follows the broker's session id and epochs: driven by FetchSessionHandler
+ALWAYS_NEW = "always_new"  # sends (0,0) on every fetch although the broker gave it a session (Sarama #1644)
+SESSIONLESS = "sessionless"  # (0,-1) or Fetch < v7: never asks for a session
+BEHAVIOURS = (SESSION, ALWAYS_NEW, SESSIONLESS)
+
+# Timeline phases: at equal times a response is handled before the next request (one in flight per client).
+RESPONSE = 0
+REQUEST = 1
+
+
+@dataclass(frozen=True, slots=True)
+class WantedPartition:
+    """One partition a client wanted: its client key, its broker key and the request's per-partition data."""
+
+    tp: TopicPartition
+    key: TopicIdPartition
+    data: PartitionData
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedFetch:
+    """One captured Fetch exchange, seen as a step of the client's workload."""
+
+    t_ms: int  # request time, ms since the plan's start
+    response_t_ms: int | None  # None when the response was not captured
+    version: int
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int  # as captured
+    epoch: int  # as captured
+    wanted: tuple[WantedPartition, ...]  # the client's whole partition set at this step
+    sent: int  # partitions the captured request carried
+    forgotten: int
+    # the captured answer
+    error_code: int | None
+    response_session_id: int | None
+    throttle_time_ms: int | None
+    response_partitions: int | None
+    records_bytes: int | None
+    request_bytes: int | None
+    response_bytes: int | None
+    # what the broker's log gave for each wanted partition at this moment (the simulation's reads)
+    reads: dict[TopicIdPartition, PartitionResult]
+    correlation_id: int = -1
+    request_frame: int | None = None
+
+    @property
+    def closes(self) -> bool:
+        """The captured request closed its session without asking for a new one: (id, -1)."""
+        return self.session_id != 0 and self.epoch == -1
+
+    @property
+    def incremental(self) -> bool:
+        return self.epoch > 0 or self.epoch < -1
+
+
+@dataclass(slots=True)
+class ClientStream:
+    """One client connection's fetches to one broker."""
+
+    index: int
+    client: str
+    broker: str
+    client_id: str | None
+    client_software: str | None
+    behaviour: str
+    is_follower: bool
+    fetches: list[PlannedFetch] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.client} ({self.client_id})" if self.client_id else self.client
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    """What the capture tells about a topic: enough to seed a broker that a replay can run against."""
+
+    name: str
+    topic_id: uuid.UUID | None
+    partitions: set[int] = field(default_factory=set)
+    records_bytes: int = 0  # records bytes the capture's responses carried for the topic
+    first_hw: dict[int, int] = field(default_factory=dict)
+    last_hw: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def partition_count(self) -> int:
+        return max(self.partitions) + 1 if self.partitions else 1
+
+    def records_per_second(self, duration_ms: int) -> float:
+        """Growth of the high watermarks (records appended per second), summed over the partitions."""
+        grown = sum(max(0, self.last_hw[p] - self.first_hw[p]) for p in self.last_hw)
+        return grown * 1000.0 / duration_ms if duration_ms > 0 else 0.0
+
+    def bytes_per_second(self, duration_ms: int) -> float:
+        return self.records_bytes * 1000.0 / duration_ms if duration_ms > 0 else 0.0
+
+
+@dataclass(slots=True)
+class ReplayPlan:
+    start_ts: float
+    duration_ms: int
+    streams: list[ClientStream]
+    topics: dict[str, TopicInfo]
+    # (t_ms, phase, stream index, fetch index) in time order; phase RESPONSE before REQUEST at equal times
+    timeline: list[tuple[int, int, int, int]]
+    skipped: Counter  # exchanges left out of the plan, by reason
+
+    @property
+    def requests(self) -> int:
+        return sum(len(s.fetches) for s in self.streams)
+
+    @property
+    def brokers(self) -> list[str]:
+        return sorted({s.broker for s in self.streams})
+
+    @property
+    def clients(self) -> list[str]:
+        return sorted({s.client for s in self.streams})
+
+    def summary(self) -> dict:
+        """What --dry-run prints: clients, requests, expected duration."""
+        return {
+            "clients": len(self.clients),
+            "streams": len(self.streams),
+            "brokers": self.brokers,
+            "requests": self.requests,
+            "duration_s": round(self.duration_ms / 1000.0, 3),
+            "topics": {name: t.partition_count for name, t in sorted(self.topics.items())},
+            "behaviours": dict(Counter(s.behaviour for s in self.streams)),
+            "skipped": dict(self.skipped),
+            "per_stream": [
+                {
+                    "client": s.client,
+                    "client_id": s.client_id,
+                    "broker": s.broker,
+                    "behaviour": s.behaviour,
+                    "follower": s.is_follower,
+                    "requests": len(s.fetches),
+                    "partitions": len(s.fetches[-1].wanted) if s.fetches else 0,
+                    "first_ms": s.fetches[0].t_ms if s.fetches else None,
+                    "last_ms": s.fetches[-1].t_ms if s.fetches else None,
+                }
+                for s in self.streams
+            ],
+        }
+
+
+def _uuid(text: str | None) -> uuid.UUID:
+    if not text:
+        return ZERO_UUID
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return ZERO_UUID
+
+
+class _Log:
+    """The broker-wide latest knowledge of one partition, from every captured response."""
+
+    __slots__ = ("hw", "lso", "stable")
+
+    def __init__(self) -> None:
+        self.hw = -1
+        self.lso = -1
+        self.stable = -1
+
+
+def classify(exchanges: list[Exchange]) -> str:
+    """How a connection used sessions, from its requests and the broker's answers."""
+    if all(e.api_version < 7 or e.session_epoch == -1 and not e.session_id for e in exchanges):
+        return SESSIONLESS
+    if any((e.session_epoch or 0) > 0 for e in exchanges):
+        return SESSION
+    granted = [e for e in exchanges if e.response_session_id]
+    # Granted a session but kept sending (0,0): the client ignores session ids.
+    if granted and all((e.session_id or 0) == 0 and e.session_epoch == 0 for e in exchanges if e.api_version >= 7):
+        return ALWAYS_NEW
+    if all(e.session_epoch == -1 for e in exchanges if e.api_version >= 7):
+        return SESSIONLESS
+    return SESSION  # (0,0) never granted (cache full) looks the same from a handler-driven client
+
+
+def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
+    """The replay plan of a capture's Fetch exchanges (FetchSnapshot and other traffic are counted, not planned)."""
+    skipped: Counter = Counter()
+    by_stream: dict[tuple[str, str, int], list[Exchange]] = {}
+    for ex in exchanges:
+        if ex.api_key != FETCH:
+            skipped["fetch_snapshot" if ex.api_key == 59 else f"api_key_{ex.api_key}"] += 1
+            continue
+        if ex.ts is None:
+            skipped["request_missing"] += 1
+            continue
+        by_stream.setdefault((ex.client, ex.broker, ex.conn), []).append(ex)
+    all_ex = [e for group in by_stream.values() for e in group]
+    if not all_ex:
+        return ReplayPlan(0.0, 0, [], {}, [], skipped)
+    start_ts = min(e.ts for e in all_ex)
+    end_ts = max(max(e.ts, e.response_ts or e.ts) for e in all_ex)
+
+    def ms(ts: float) -> int:
+        return int(round((ts - start_ts) * 1000.0))
+
+    # The log: walk every exchange in response order so each read sees the latest captured state.
+    topics: dict[str, TopicInfo] = {}
+    logs: dict[tuple[str, str, int], _Log] = {}
+    streams: list[ClientStream] = []
+    groups = list(by_stream.values())
+    for group in groups:
+        group.sort(key=lambda e: (e.ts, e.correlation_id))
+    order = sorted(
+        (e.response_ts if e.response_ts is not None else e.ts, i, j) for i, g in enumerate(groups) for j, e in enumerate(g)
+    )
+    # Per stream: the wanted set (client-side view), rebuilt request by request.
+    wanted_state: list[dict[TopicPartition, WantedPartition]] = [{} for _ in groups]
+    planned: list[list[PlannedFetch | None]] = [[None] * len(g) for g in groups]
+    # Requests must be applied in request order within a stream; responses are globally ordered. Requests of one
+    # stream are sorted, so applying request j when its response comes up keeps per-stream order only if responses
+    # come in request order; handle pipelined requests by applying all pending requests up to j first.
+    applied = [0] * len(groups)
+    for _t, i, j in order:
+        group = groups[i]
+        while applied[i] <= j:
+            _apply_request(group[applied[i]], wanted_state[i], topics)
+            planned_wanted = tuple(wanted_state[i].values())
+            planned[i][applied[i]] = planned_wanted  # type: ignore[assignment]
+            applied[i] += 1
+        ex = group[j]
+        broker = ex.broker
+        for rp in ex.response_partitions or ():
+            name = rp.topic or rp.topic_id or "?"
+            log = logs.get((broker, name, rp.partition))
+            if log is None:
+                log = logs[(broker, name, rp.partition)] = _Log()
+            if rp.error_code == 0 and rp.high_watermark >= 0:
+                log.hw = rp.high_watermark
+                log.lso = rp.log_start_offset
+                log.stable = rp.last_stable_offset
+                info = topics.get(name)
+                if info is not None:
+                    info.first_hw.setdefault(rp.partition, rp.high_watermark)
+                    info.last_hw[rp.partition] = rp.high_watermark
+            if name in topics:
+                topics[name].records_bytes += rp.records_bytes
+                topics[name].partitions.add(rp.partition)
+        in_response = {(rp.topic or rp.topic_id or "?", rp.partition): rp for rp in ex.response_partitions or ()}
+        wanted = planned[i][j]
+        reads: dict[TopicIdPartition, PartitionResult] = {}
+        for w in wanted:  # type: ignore[union-attr]
+            log = logs.get((broker, w.tp.topic, w.tp.partition))
+            rp = in_response.get((w.tp.topic, w.tp.partition))
+            if rp is not None:
+                reads[w.key] = PartitionResult(
+                    rp.error_code, rp.high_watermark, rp.last_stable_offset, rp.log_start_offset, rp.records_bytes,
+                    rp.diverging_epoch, rp.preferred_read_replica,
+                )
+            elif log is not None:
+                reads[w.key] = PartitionResult(0, log.hw, log.stable, log.lso, 0)
+            else:
+                reads[w.key] = PartitionResult(0, -1, -1, -1, 0)
+        planned[i][j] = _planned_fetch(ex, ms, wanted, reads)  # type: ignore[arg-type]
+
+    timeline: list[tuple[int, int, int, int]] = []
+    for i, (group, fetches) in enumerate(zip(groups, planned)):
+        first = group[0]
+        stream = ClientStream(
+            index=i,
+            client=first.client,
+            broker=first.broker,
+            client_id=next((e.client_id for e in group if e.client_id), None),
+            client_software=next((e.client_software for e in group if e.client_software), None),
+            behaviour=classify(group),
+            is_follower=any((e.replica_id or -1) >= 0 for e in group),
+            fetches=fetches,  # type: ignore[arg-type]
+        )
+        streams.append(stream)
+        for j, f in enumerate(stream.fetches):
+            timeline.append((f.t_ms, REQUEST, i, j))
+            if f.response_t_ms is not None:
+                timeline.append((f.response_t_ms, RESPONSE, i, j))
+    timeline.sort()
+    return ReplayPlan(start_ts, ms(end_ts), streams, topics, timeline, skipped)
+
+
+def _apply_request(ex: Exchange, wanted: dict[TopicPartition, WantedPartition], topics: dict[str, TopicInfo]) -> None:
+    """Update a client's wanted set with one request: a full request replaces it, an incremental one edits it."""
+    epoch = ex.session_epoch if ex.session_epoch is not None else -1
+    full = ex.api_version < 7 or epoch in (0, -1)
+    if full:
+        wanted.clear()
+    for fp in ex.forgotten_partitions:
+        name = fp.topic or fp.topic_id or "?"
+        wanted.pop(TopicPartition(name, fp.partition), None)
+    for rp in ex.request_partitions:
+        name = rp.topic or rp.topic_id or "?"
+        tid = _uuid(rp.topic_id) if ex.api_version >= 13 else ZERO_UUID
+        info = topics.get(name)
+        if info is None:
+            info = topics[name] = TopicInfo(name, tid if tid != ZERO_UUID else None)
+        elif info.topic_id is None and tid != ZERO_UUID:
+            info.topic_id = tid
+        info.partitions.add(rp.partition)
+        tp = TopicPartition(name, rp.partition)
+        data = PartitionData(
+            rp.fetch_offset, rp.log_start_offset, rp.partition_max_bytes, rp.current_leader_epoch,
+            rp.last_fetched_epoch, tid,
+        )
+        # An altered partition moves to the end, as the client's session map does.
+        wanted.pop(tp, None)
+        wanted[tp] = WantedPartition(tp, TopicIdPartition(tid, name, rp.partition), data)
+
+
+def _planned_fetch(ex: Exchange, ms, wanted: tuple[WantedPartition, ...], reads) -> PlannedFetch:
+    v = ex.api_version
+    return PlannedFetch(
+        t_ms=ms(ex.ts),
+        response_t_ms=ms(ex.response_ts) if ex.response_ts is not None else None,
+        version=v,
+        replica_id=ex.replica_id if ex.replica_id is not None else -1,
+        max_wait_ms=ex.max_wait_ms if ex.max_wait_ms is not None else 500,
+        min_bytes=ex.min_bytes if ex.min_bytes is not None else 1,
+        max_bytes=ex.max_bytes if ex.max_bytes is not None else 52428800,
+        isolation_level=ex.isolation_level or 0,
+        session_id=ex.session_id or 0,
+        epoch=ex.session_epoch if ex.session_epoch is not None else -1,
+        wanted=wanted,
+        sent=len(ex.request_partitions),
+        forgotten=len(ex.forgotten_partitions),
+        error_code=ex.error_code,
+        response_session_id=ex.response_session_id,
+        throttle_time_ms=ex.throttle_time_ms,
+        response_partitions=ex.response_partition_count,
+        records_bytes=ex.records_bytes,
+        request_bytes=ex.request_bytes,
+        response_bytes=ex.response_bytes,
+        reads=reads,
+        correlation_id=ex.correlation_id,
+        request_frame=ex.request_frame,
+    )

@@ -1,0 +1,149 @@
+"""What-if simulation: run a replay plan through the broker-side session engine, in memory, on simulated time.
+
+Sans-IO and deterministic: the plan's timeline (requests and responses in captured time order) drives one
+FetchManager + FetchSessionCache per broker with the configuration under test, and one ClientModel per client
+stream (FetchSessionHandler for session clients). The broker's reads come from the plan: the captured high
+watermarks, log start offsets, errors and records sizes of each partition at each exchange. The engine decides
+everything else: which sessions exist, which get evicted, which requests fail with 70/71, which partitions an
+incremental response carries.
+
+Byte counts are estimates: the captured frame sizes, corrected by the difference in partition entries between
+the captured and the simulated exchange (the schema sizes of design §7.3) and in records bytes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+from fetchtool.replay.clients import AS_CAPTURED, ClientModel
+from fetchtool.replay.plan import REQUEST, ReplayPlan
+from fetchtool.replay.tally import Tally
+from fetchtool.sessions.cache import FetchSessionCache, SessionEvicted
+from fetchtool.sessions.manager import FetchManager
+from fetchtool.sessions.partitions import PartitionResult
+
+_NO_DATA = PartitionResult()  # a partition the capture never showed: nothing read
+
+DEFAULT_SLOTS = 1000
+DEFAULT_SHARDS = 8
+DEFAULT_EVICTION_MS = 120_000
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    cache_slots: int = DEFAULT_SLOTS
+    cache_shards: int = DEFAULT_SHARDS
+    eviction_ms: int = DEFAULT_EVICTION_MS
+
+    def to_json(self) -> dict:
+        return {"cache_slots": self.cache_slots, "cache_shards": self.cache_shards, "eviction_ms": self.eviction_ms}
+
+    def __str__(self) -> str:
+        return f"slots={self.cache_slots} shards={self.cache_shards} eviction={self.eviction_ms}ms"
+
+
+@dataclass(slots=True)
+class SimResult:
+    config: SimConfig
+    totals: Tally
+    brokers: dict[str, Tally]
+    streams: list[Tally]  # by stream index
+    evicted_by: Counter = field(default_factory=Counter)  # stream index -> evictions it caused
+
+
+def request_entry_size(version: int) -> int:
+    """Wire size of one partition entry of a Fetch request (design §7.3, from the schemas)."""
+    return 16 if version <= 4 else 24 if version <= 8 else 28 if version <= 11 else 33
+
+
+def response_entry_size(version: int) -> int:
+    """Wire size of one partition entry without records of a Fetch response (design §7.3)."""
+    return 18 if version <= 3 else 30 if version == 4 else 38 if version <= 10 else 42 if version == 11 else 37
+
+
+def simulate(plan: ReplayPlan, config: SimConfig, sessions: str = AS_CAPTURED, seed: int = 0) -> SimResult:
+    """Run the plan once with one cache configuration."""
+    rng = random.Random(seed)
+    managers: dict[str, FetchManager] = {}
+    caches: dict[str, FetchSessionCache] = {}
+    for broker in plan.brokers:
+        cache = FetchSessionCache(config.cache_slots, config.cache_shards, config.eviction_ms, rng=rng)
+        caches[broker] = cache
+        managers[broker] = FetchManager(cache)
+    topic_names = {t.topic_id: name for name, t in plan.topics.items() if t.topic_id is not None}
+    streams = plan.streams
+    models = [ClientModel(s.behaviour, sessions) for s in streams]
+    tallies = [Tally() for _ in streams]
+    owners: dict[tuple[str, int], int] = {}  # (broker, live session id) -> stream index
+    evicted_by: Counter = Counter()
+    pending: dict[tuple[int, int], tuple] = {}
+
+    def answer(i: int, j: int, now_ms: int) -> None:
+        ctx, sent, forgot = pending.pop((i, j))
+        stream = streams[i]
+        fetch = stream.fetches[j]
+        tally = tallies[i]
+        if fetch.throttle_time_ms and not fetch.response_partitions and ctx.kind != "error":
+            outcome = ctx.throttled_response(fetch.throttle_time_ms)
+        else:
+            reads = fetch.reads
+            outcome = ctx.update_and_generate_response(now_ms, {k: reads.get(k, _NO_DATA) for k, _ in ctx.partitions()})
+        tally.responses += 1
+        err = outcome.error_code
+        if err:
+            tally.errors[err] += 1
+        kind = ctx.kind
+        if kind == "full" and outcome.session_id:
+            tally.sessions_created += 1
+            cache = caches[stream.broker]
+            owners[(stream.broker, outcome.session_id)] = i
+            for ev in cache.drain_events():
+                if isinstance(ev, SessionEvicted):
+                    victim = owners.pop((stream.broker, ev.session_id), None)
+                    if victim is not None:
+                        tallies[victim].evictions += 1
+                    evicted_by[i] += 1
+        elif kind == "incremental" and not err:
+            tally.incremental += 1
+        parts = outcome.partitions
+        records = 0
+        for _k, r in parts:
+            records += r.records_size
+        tally.records_bytes += records
+        v = fetch.version
+        tally.request_bytes += max(0, (fetch.request_bytes or 0) + (sent - fetch.sent) * request_entry_size(v)
+                                   + (forgot - fetch.forgotten) * 4)
+        if fetch.response_bytes is not None:
+            tally.response_bytes += max(0, fetch.response_bytes
+                                        + (len(parts) - (fetch.response_partitions or 0)) * response_entry_size(v)
+                                        + records - (fetch.records_bytes or 0))
+        models[i].response(v, err, outcome.session_id, outcome.throttle_time_ms, [k for k, _ in parts])
+
+    for t_ms, phase, i, j in plan.timeline:
+        if phase == REQUEST:
+            stream = streams[i]
+            fetch = stream.fetches[j]
+            req = models[i].request(fetch)
+            tallies[i].requests += 1
+            ctx = managers[stream.broker].new_context(
+                t_ms, fetch.version, req.metadata, stream.is_follower, req.fetch_data, req.to_forget, topic_names,
+            )
+            pending[(i, j)] = (ctx, len(req.fetch_data), len(req.to_forget))
+            if fetch.response_t_ms is None:
+                answer(i, j, t_ms)
+        else:
+            answer(i, j, t_ms)
+
+    totals = Tally()
+    brokers: dict[str, Tally] = {}
+    for stream, tally in zip(streams, tallies):
+        brokers.setdefault(stream.broker, Tally()).add(tally)
+        totals.add(tally)
+    return SimResult(config, totals, brokers, tallies, evicted_by)
+
+
+def simulate_many(plan: ReplayPlan, configs: list[SimConfig], sessions: str = AS_CAPTURED,
+                  seed: int = 0) -> list[SimResult]:
+    return [simulate(plan, c, sessions, seed) for c in configs]
