@@ -33,6 +33,9 @@ class Segment:
     seq: int
     flags: int
     payload: bytes
+    # Added by the capture layer (defaults keep older callers working):
+    ack: int = 0  # acknowledgment number (meaningful when flags has ACK): the peer's evidence of lost bytes
+    truncated: int = 0  # payload bytes the snaplen cut off right after `payload` (they are a known gap)
 
 
 @dataclass(frozen=True, slots=True)
