@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,17 +19,26 @@ def test_tshark_is_version_4_4(tshark):
     assert out.splitlines()[0].startswith("TShark (Wireshark) 4.4."), out.splitlines()[0]
 
 
+def _manifest() -> list[dict]:
+    path = REPO / "captures" / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
 @pytest.mark.tshark
-def test_tshark_decodes_kafka_from_a_host_path(tshark, tmp_path):
-    # The wrapper links the capture into its chroot; a path with spaces must survive that.
-    captures = sorted((REPO / "captures").glob("*-tansu.pcap"))
-    if not captures:
-        pytest.skip("no captures yet (python examples/make_captures.py)")
-    capture = tmp_path / "a capture.pcap"
-    capture.write_bytes(captures[0].read_bytes())
-    out = subprocess.run([tshark, "-n", "-r", str(capture), "-q", "-z", "io,phs"],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
-    assert "tcp" in out
+@pytest.mark.parametrize("entry", _manifest(), ids=lambda e: e["file"])
+def test_tshark_sees_the_fetch_traffic_each_capture_is_documented_with(entry, tshark_fields, tmp_path):
+    # Copy under a name with a space: the wrapper links captures into its chroot and must keep such paths intact.
+    capture = tmp_path / f"copy of {entry['file']}"
+    capture.write_bytes((REPO / "captures" / entry["file"]).read_bytes())
+    rows = tshark_fields(capture, entry["broker_port"],
+                         ["tcp.dstport", "kafka.api_version", "kafka.fetch_session_id", "kafka.fetch_session_epoch"],
+                         "kafka.api_key == 1")
+    requests = [r for r in rows if r[0] == str(entry["broker_port"])]
+    assert sorted({int(r[1]) for r in requests}) == entry["fetch_versions"]
+    assert len(requests) == entry["fetch_requests"]
+    assert len(rows) - len(requests) == entry["fetch_responses"]
+    sessions = {f"session_id={r[2]} epoch={r[3]}" for r in requests}
+    assert sessions == set(entry["fetch_request_sessions"])
 
 
 @pytest.mark.tansu
