@@ -1,0 +1,160 @@
+"""decode_capture: capture files in, Fetch / FetchSnapshot exchanges out (plus a DecodeReport).
+
+    run = decode_capture(["broker.pcapng"])
+    for item in run:            # Exchange, or OrphanResponse for a response whose request was not captured
+        ...
+    print("\n".join(run.report.lines()))
+
+Chains capture/ (reader -> TCP segments -> reassembly) into protocol/ (framing -> pairing -> codec). Items come
+out in request order within each file (by the frame that completed the request), streamed: completed exchanges
+wait only while an earlier request on some connection still waits for its response. Bad input never raises a
+traceback: unreadable files are counted warnings, and CaptureError (one line) only when nothing could be read.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Iterable, Iterator
+
+from .capture.events import ConnectionClosed, StreamData, StreamGap
+from .capture.packets import CaptureStats, iter_segments
+from .capture.reader import CaptureError
+from .exchange import Exchange
+from .protocol.connection import DecodeContext, KafkaConnection, OrphanResponse
+from .protocol.report import DecodeReport
+
+__all__ = ["decode_capture", "decode_events", "DecodeRun", "DecodeReport", "OrphanResponse", "CaptureError"]
+
+
+class DecodeRun:
+    """Iterate it once for the items; `report` is complete when the iteration ends."""
+
+    def __init__(self, paths: Iterable[str | os.PathLike], ports: Iterable[int] | None = None):
+        self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+        self.ports = None if ports is None else frozenset(int(p) for p in ports)
+        self.report = DecodeReport()
+        self._topic_names: dict[str, dict[str, str]] = {}  # broker -> topic id -> name, across files
+
+    def __iter__(self) -> Iterator[Exchange | OrphanResponse]:
+        read_any = False
+        errors: list[str] = []
+        for path in self.paths:
+            stats = CaptureStats()
+            label = os.path.basename(os.fspath(path))
+            self.report.files.append(label)
+            try:
+                events = _stream_events(path, stats)
+                yield from decode_events(events, label, self.ports, self.report, self._topic_names)
+                read_any = True
+            except CaptureError as exc:
+                msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                errors.append(msg)
+                self.report.warn("unreadable_file", msg)
+                if stats.packets:
+                    read_any = True
+            except OSError as exc:
+                msg = f"{os.fspath(path)}: {exc.strerror or exc}"
+                errors.append(msg)
+                self.report.warn("unreadable_file", msg)
+            finally:
+                self.report.packets += stats.packets
+                self.report.bytes += stats.bytes
+                for text, n in stats.warnings.items():
+                    self.report.warnings[text] += n
+                    self.report.warning_examples.setdefault(text, [text])
+        if not read_any and errors:
+            raise CaptureError(errors[0] if len(errors) == 1 else f"{errors[0]} (and {len(errors) - 1} more)")
+
+
+def decode_capture(paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None) -> DecodeRun:
+    """Decode capture files. `ports`: the brokers' ports (else each connection's broker side is detected)."""
+    return DecodeRun(paths, ports)
+
+
+def _stream_events(path, stats: CaptureStats):
+    from .capture.reassembly import TcpReassembler  # written alongside; imported late so protocol/ tests run alone
+
+    reasm = TcpReassembler()
+    frame, ts = 0, 0.0
+    for seg in iter_segments(path, stats):
+        frame, ts = seg.frame, seg.ts
+        yield from reasm.feed(seg)
+    yield from reasm.finish(frame, ts)
+
+
+def decode_events(
+    events: Iterable[StreamData | StreamGap | ConnectionClosed],
+    file: str = "",
+    ports: frozenset[int] | None = None,
+    report: DecodeReport | None = None,
+    topic_names: dict[str, dict[str, str]] | None = None,
+) -> Iterator[Exchange | OrphanResponse]:
+    """The protocol half on its own: stream events (of one file) in, items out in request order."""
+    report = report if report is not None else DecodeReport()
+    pending: list[tuple[int, int, int]] = []  # heap of (request frame, conn, correlation id) awaiting responses
+    resolved: dict[tuple[int, int, int], int] = {}
+    ready: list[tuple[tuple[int, int, int], int, object]] = []
+    seq = 0
+    ctx = DecodeContext(file, report, ports, topic_names if topic_names is not None else {},
+                        lambda key: heapq.heappush(pending, key))
+    conns: dict[int, KafkaConnection] = {}
+    ids: dict[int, int] = {}  # reassembler conn id -> run-wide conn id
+    next_id = _next_conn_id(report)
+
+    def push(items: list) -> None:
+        nonlocal seq
+        for it in items:
+            if isinstance(it, Exchange):
+                key = (it.request_frame, it.conn, it.correlation_id)
+                resolved[key] = resolved.get(key, 0) + 1
+            else:
+                key = (it.frame, it.conn, it.correlation_id)
+            heapq.heappush(ready, (key, seq, it))
+            seq += 1
+
+    def drain(final: bool):
+        while pending and resolved.get(pending[0]):
+            key = heapq.heappop(pending)
+            n = resolved[key] - 1
+            if n:
+                resolved[key] = n
+            else:
+                del resolved[key]
+        limit = None if (final or not pending) else pending[0]
+        while ready and (limit is None or ready[0][0] < limit):
+            yield heapq.heappop(ready)[2]
+
+    for ev in events:
+        if isinstance(ev, ConnectionClosed):
+            c = conns.pop(ev.conn, None)
+            if c is not None:
+                items = c.close()
+                if items:
+                    push(items)
+                    yield from drain(False)
+            continue
+        c = conns.get(ev.conn)
+        if c is None:
+            ids[ev.conn] = cid = next(next_id)
+            c = conns[ev.conn] = KafkaConnection(cid, ctx)
+            report.connections += 1
+        if isinstance(ev, StreamGap):
+            report.gaps += 1
+            report.lost_bytes += ev.lost_bytes
+        items = c.feed(ev)
+        if items:
+            push(items)
+            yield from drain(False)
+    for c in conns.values():
+        push(c.close())
+    conns.clear()
+    yield from drain(True)
+
+
+def _next_conn_id(report: DecodeReport):
+    # Connection ids are unique within a decode run, across files.
+    n = report.connections
+    while True:
+        n += 1
+        yield n

@@ -1,0 +1,166 @@
+"""Fetch via kafka-python 3.0.12's kafka.protocol: v0-v3 (kio starts at v4), and a second opinion for any
+version kio rejects (e.g. an error code newer than kio's enum).
+
+kafka-python's classes accept every version 0-18 (its JSON marks v0-3 fields "0+"), so one mapping serves all.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from kafka.protocol.consumer.fetch import FetchRequest as KpFetchRequest
+from kafka.protocol.consumer.fetch import FetchResponse as KpFetchResponse
+
+from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
+from .codec import INT32_MAX, ZERO_UUID, FetchRequestBody, FetchResponseBody
+from .records import EMPTY, summarize
+
+
+def _key(t, version: int, names):
+    if version >= 13:
+        tid = ZERO_UUID if t.topic_id is None else str(t.topic_id)
+        return (names.get(tid) if names else None), tid
+    return t.topic, None
+
+
+def request_from_kp(v, version: int, names=None) -> FetchRequestBody:
+    rows = []
+    for t in v.topics:
+        name, tid = _key(t, version, names)
+        for p in t.partitions:
+            rows.append(RequestPartition(
+                name, tid, p.partition, p.fetch_offset, p.partition_max_bytes,
+                p.log_start_offset if version >= 5 else -1, p.current_leader_epoch if version >= 9 else -1,
+                p.last_fetched_epoch if version >= 12 else -1,
+            ))
+    forgotten = []
+    for t in (v.forgotten_topics_data or ()) if version >= 7 else ():
+        name, tid = _key(t, version, names)
+        forgotten.extend(ForgottenPartition(name, tid, p) for p in t.partitions)
+    if version >= 15:
+        rs = v.replica_state
+        replica_id = -1 if rs is None else rs.replica_id
+    else:
+        replica_id = v.replica_id
+    return FetchRequestBody(
+        replica_id=replica_id, max_wait_ms=v.max_wait_ms, min_bytes=v.min_bytes,
+        max_bytes=v.max_bytes if version >= 3 else INT32_MAX,
+        isolation_level=v.isolation_level if version >= 4 else 0,
+        session_id=v.session_id if version >= 7 else 0, session_epoch=v.session_epoch if version >= 7 else -1,
+        rack_id=v.rack_id if version >= 11 else "", partitions=tuple(rows), forgotten=tuple(forgotten),
+    )
+
+
+def response_from_kp(v, version: int, keep_records: bool, names=None) -> FetchResponseBody:
+    rows = []
+    blobs = [] if keep_records else None
+    for t in v.responses:
+        name, tid = _key(t, version, names)
+        for p in t.partitions:
+            recs = p.records
+            s = summarize(recs) if recs else EMPTY
+            aborted = p.aborted_transactions if version >= 4 else None
+            de = p.diverging_epoch if version >= 12 else None
+            rows.append(ResponsePartition(
+                name, tid, p.partition_index, p.error_code, p.high_watermark,
+                p.last_stable_offset if version >= 4 else -1, p.log_start_offset if version >= 5 else -1,
+                p.preferred_read_replica if version >= 11 else -1, -1 if de is None else de.epoch,
+                -1 if aborted is None else len(aborted), len(recs) if recs else 0, s.batches, s.records,
+                s.compression,
+            ))
+            if blobs is not None:
+                blobs.append(None if recs is None else bytes(recs))
+    return FetchResponseBody(
+        throttle_time_ms=v.throttle_time_ms if version >= 1 else 0,
+        error_code=v.error_code if version >= 7 else 0, session_id=v.session_id if version >= 7 else 0,
+        partitions=tuple(rows), records=None if blobs is None else tuple(blobs),
+    )
+
+
+def _runs(rows, key):
+    out: list[tuple[object, list]] = []
+    for r in rows:
+        k = key(r)
+        if out and out[-1][0] == k:
+            out[-1][1].append(r)
+        else:
+            out.append((k, [r]))
+    return out
+
+
+def _topic_kw(version: int, key) -> dict:
+    name, tid = key
+    if version >= 13:
+        return {"topic_id": uuid.UUID(tid or ZERO_UUID)}
+    return {"topic": name or ""}
+
+
+def request_to_kp(b: FetchRequestBody, version: int):
+    R = KpFetchRequest
+    topics = []
+    for key, rows in _runs(b.partitions, lambda r: (r.topic, r.topic_id)):
+        parts = []
+        for r in rows:
+            kw = dict(partition=r.partition, fetch_offset=r.fetch_offset, partition_max_bytes=r.partition_max_bytes)
+            if version >= 5:
+                kw["log_start_offset"] = r.log_start_offset
+            if version >= 9:
+                kw["current_leader_epoch"] = r.current_leader_epoch
+            if version >= 12:
+                kw["last_fetched_epoch"] = r.last_fetched_epoch
+            parts.append(R.FetchTopic.FetchPartition(version=version, **kw))
+        topics.append(R.FetchTopic(version=version, partitions=parts, **_topic_kw(version, key)))
+    kw = dict(max_wait_ms=b.max_wait_ms, min_bytes=b.min_bytes, topics=topics)
+    if version >= 15:
+        if b.replica_id != -1:  # Kafka writes a tagged field only when it differs from its default
+            kw["replica_state"] = R.ReplicaState(version=version, replica_id=b.replica_id)
+    else:
+        kw["replica_id"] = b.replica_id
+    if version >= 3:
+        kw["max_bytes"] = b.max_bytes
+    if version >= 4:
+        kw["isolation_level"] = b.isolation_level
+    if version >= 7:
+        kw["session_id"] = b.session_id
+        kw["session_epoch"] = b.session_epoch
+        kw["forgotten_topics_data"] = [
+            R.ForgottenTopic(version=version, partitions=[r.partition for r in rows], **_topic_kw(version, key))
+            for key, rows in _runs(b.forgotten, lambda r: (r.topic, r.topic_id))
+        ]
+    if version >= 11:
+        kw["rack_id"] = b.rack_id or ""
+    return R(version=version, **kw)
+
+
+def response_to_kp(b: FetchResponseBody, version: int):
+    S = KpFetchResponse
+    blobs = b.records if b.records is not None else (None,) * len(b.partitions)
+    topics = []
+    for key, rows in _runs(zip(b.partitions, blobs), lambda rb: (rb[0].topic, rb[0].topic_id)):
+        parts = []
+        for r, blob in rows:
+            kw = dict(partition_index=r.partition, error_code=r.error_code, high_watermark=r.high_watermark,
+                      records=blob)
+            if version >= 4:
+                kw["last_stable_offset"] = r.last_stable_offset
+                kw["aborted_transactions"] = None if r.aborted_transactions < 0 else [
+                    S.FetchableTopicResponse.PartitionData.AbortedTransaction(
+                        version=version, producer_id=i, first_offset=0)
+                    for i in range(r.aborted_transactions)
+                ]
+            if version >= 5:
+                kw["log_start_offset"] = r.log_start_offset
+            if version >= 11:
+                kw["preferred_read_replica"] = r.preferred_read_replica
+            if version >= 12 and r.diverging_epoch != -1:
+                kw["diverging_epoch"] = S.FetchableTopicResponse.PartitionData.EpochEndOffset(
+                    version=version, epoch=r.diverging_epoch, end_offset=-1)
+            parts.append(S.FetchableTopicResponse.PartitionData(version=version, **kw))
+        topics.append(S.FetchableTopicResponse(version=version, partitions=parts, **_topic_kw(version, key)))
+    kw = dict(responses=topics)
+    if version >= 1:
+        kw["throttle_time_ms"] = b.throttle_time_ms
+    if version >= 7:
+        kw["error_code"] = b.error_code
+        kw["session_id"] = b.session_id
+    return S(version=version, **kw)

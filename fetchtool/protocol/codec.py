@@ -1,0 +1,286 @@
+"""The one codec for the message bodies fetchtool reads and writes.
+
+decode_request / decode_response turn a body (the bytes after the header) into fetchtool's own frozen types;
+encode_request / encode_response do the reverse. Layouts come from libraries generated from Kafka's JSON
+schemas: kio 0.6.5 (native reader) for Fetch v4-v18, FetchSnapshot, ApiVersions and Metadata, and kafka-python
+3.0.12 for Fetch v0-v3 (which kio dropped with Kafka 4.0). Everything else is only counted by the caller.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import uuid
+from dataclasses import dataclass
+from functools import cache
+from importlib import import_module
+from typing import Mapping
+
+from kafka.protocol.consumer.fetch import FetchRequest as KpFetchRequest
+from kafka.protocol.consumer.fetch import FetchResponse as KpFetchResponse
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32Timedelta
+
+from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
+from . import records as _records
+from .headers import API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA
+
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+INT32_MAX = 0x7FFFFFFF
+
+
+class CodecError(ValueError):
+    """A body that does not decode (truncated, trailing garbage, or an unknown version)."""
+
+
+class UnsupportedApi(CodecError):
+    """An (api key, version) this codec does not handle; callers just count it."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestBody:
+    """A Fetch or FetchSnapshot request body. Fields absent from a Fetch version hold Kafka's defaults
+    (SessionId 0 / SessionEpoch -1 before v7); fields FetchSnapshot does not have are None."""
+
+    replica_id: int | None = -1
+    max_wait_ms: int | None = 0
+    min_bytes: int | None = 0
+    max_bytes: int | None = INT32_MAX
+    isolation_level: int | None = 0
+    session_id: int | None = 0
+    session_epoch: int | None = -1
+    rack_id: str | None = ""
+    partitions: tuple[RequestPartition, ...] = ()
+    forgotten: tuple[ForgottenPartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponseBody:
+    """A Fetch or FetchSnapshot response body. `records` holds the Records blobs, parallel to `partitions`:
+    decode fills it only when asked (keep_records=True); encode writes it (None: every partition null/empty)."""
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    session_id: int | None = 0
+    partitions: tuple[ResponsePartition, ...] = ()
+    records: tuple[bytes | None, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSoftware:
+    """ApiVersions v3+ request body (KIP-511)."""
+
+    name: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.name}/{self.version}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicNames:
+    """What a Metadata response tells us: topic id (UUID string) -> topic name, for v10+ responses."""
+
+    names: Mapping[str, str]
+
+
+def _uuid_str(u: uuid.UUID | None) -> str:
+    return ZERO_UUID if u is None else str(u)
+
+
+def _to_uuid(s: str | None) -> uuid.UUID | None:
+    if s is None or s == ZERO_UUID:
+        return None
+    return uuid.UUID(s)
+
+
+def _ms(td: datetime.timedelta) -> int:
+    return td.days * 86_400_000 + td.seconds * 1000 + td.microseconds // 1000
+
+
+# -- kio plumbing -------------------------------------------------------------------------------------------
+_KIO_NAMES = {FETCH: "fetch", FETCH_SNAPSHOT: "fetch_snapshot", API_VERSIONS: "api_versions", METADATA: "metadata"}
+_KIO_RANGES = {FETCH: (4, 18), FETCH_SNAPSHOT: (0, 1), API_VERSIONS: (0, 4), METADATA: (0, 13)}
+
+
+@cache
+def _kio_module(api_key: int, version: int, kind: str):
+    lo, hi = _KIO_RANGES[api_key]
+    if not lo <= version <= hi:
+        raise UnsupportedApi(f"{_KIO_NAMES[api_key]} v{version} {kind} is not supported")
+    return import_module(f"kio.schema.{_KIO_NAMES[api_key]}.v{version}.{kind}")
+
+
+@cache
+def _kio_reader(api_key: int, version: int, kind: str):
+    mod = _kio_module(api_key, version, kind)
+    cls = getattr(mod, _ENTITY[api_key] + kind.capitalize())
+    return entity_reader(cls)
+
+
+@cache
+def _kio_writer(api_key: int, version: int, kind: str):
+    mod = _kio_module(api_key, version, kind)
+    return entity_writer(getattr(mod, _ENTITY[api_key] + kind.capitalize()))
+
+
+_ENTITY = {FETCH: "Fetch", FETCH_SNAPSHOT: "FetchSnapshot", API_VERSIONS: "ApiVersions", METADATA: "Metadata"}
+
+
+def _kio_read(api_key: int, version: int, kind: str, body):
+    reader = _kio_reader(api_key, version, kind)
+    try:
+        value, size = reader(body, 0)
+    except CodecError:
+        raise
+    except Exception as exc:  # the native reader raises assorted errors on bad input
+        raise CodecError(f"{_ENTITY[api_key]} v{version} {kind}: {exc}") from None
+    if size != len(body):
+        raise CodecError(f"{_ENTITY[api_key]} v{version} {kind}: {len(body) - size} bytes left after the body")
+    return value
+
+
+def _kio_write(api_key: int, version: int, kind: str, value) -> bytes:
+    buf = io.BytesIO()
+    _kio_writer(api_key, version, kind)(buf, value)
+    return buf.getvalue()
+
+
+def _kp_decode(cls, version: int, body):
+    try:
+        value = cls.decode(body, version=version)
+    except Exception as exc:
+        raise CodecError(f"{cls.__name__} v{version}: {exc}") from None
+    return value
+
+
+# -- public interface ---------------------------------------------------------------------------------------
+def decodes_request(api_key: int, version: int) -> bool:
+    if api_key == FETCH:
+        return 0 <= version <= 18
+    if api_key == FETCH_SNAPSHOT:
+        return 0 <= version <= 1
+    return api_key == API_VERSIONS and 3 <= version <= 4
+
+
+def decodes_response(api_key: int, version: int) -> bool:
+    if api_key == FETCH:
+        return 0 <= version <= 18
+    if api_key == FETCH_SNAPSHOT:
+        return 0 <= version <= 1
+    return api_key == METADATA and 10 <= version <= 13
+
+
+def decode_request(api_key: int, version: int, body, topic_names: Mapping[str, str] | None = None):
+    """FetchRequestBody for Fetch/FetchSnapshot, ClientSoftware for ApiVersions v3+; else UnsupportedApi."""
+    if api_key == FETCH:
+        from ._fetch_legacy import request_from_kp
+
+        if version < 4:
+            return request_from_kp(_kp_decode(KpFetchRequest, version, body), version, topic_names)
+        from ._fetch_kio import request_from_kio
+
+        try:
+            return request_from_kio(_kio_read(FETCH, version, "request", body), version, topic_names)
+        except CodecError:
+            # a second opinion before giving up: kio rejects values outside its enums and ranges
+            return request_from_kp(_kp_decode(KpFetchRequest, version, body), version, topic_names)
+    if api_key == FETCH_SNAPSHOT:
+        from ._fetch_kio import snapshot_request_from_kio
+
+        return snapshot_request_from_kio(_kio_read(api_key, version, "request", body))
+    if api_key == API_VERSIONS and 3 <= version <= 4:
+        v = _kio_read(api_key, version, "request", body)
+        return ClientSoftware(v.client_software_name, v.client_software_version)
+    raise UnsupportedApi(f"request api key {api_key} v{version} is only counted")
+
+
+def decode_response(
+    api_key: int,
+    version: int,
+    body,
+    topic_names: Mapping[str, str] | None = None,
+    keep_records: bool = False,
+):
+    """FetchResponseBody for Fetch/FetchSnapshot, TopicNames for Metadata v10+; else UnsupportedApi."""
+    if api_key == FETCH:
+        from ._fetch_legacy import response_from_kp
+
+        if version < 4:
+            return response_from_kp(_kp_decode(KpFetchResponse, version, body), version, keep_records, topic_names)
+        from ._fetch_kio import response_from_kio
+
+        try:
+            v = _kio_read(FETCH, version, "response", body)
+        except CodecError:
+            # e.g. an error code newer than kio's enum: kafka-python keeps plain ints
+            v = None
+        if v is None:
+            return response_from_kp(_kp_decode(KpFetchResponse, version, body), version, keep_records, topic_names)
+        return response_from_kio(v, version, topic_names, keep_records)
+    if api_key == FETCH_SNAPSHOT:
+        from ._fetch_kio import snapshot_response_from_kio
+
+        return snapshot_response_from_kio(_kio_read(api_key, version, "response", body), keep_records)
+    if api_key == METADATA and 10 <= version <= 13:
+        v = _kio_read(api_key, version, "response", body)
+        return TopicNames({_uuid_str(t.topic_id): t.name for t in v.topics if t.name and t.topic_id is not None})
+    raise UnsupportedApi(f"response api key {api_key} v{version} is only counted")
+
+
+def encode_request(api_key: int, version: int, body) -> bytes:
+    """The body bytes (no header, no size) of a request; body as decode_request returns it."""
+    if api_key == FETCH:
+        if version < 4:
+            from ._fetch_legacy import request_to_kp
+
+            return request_to_kp(body, version).encode(version=version)
+        from ._fetch_kio import request_to_kio
+
+        return _kio_write(FETCH, version, "request", request_to_kio(body, version, _kio_module(FETCH, version, "request")))
+    if api_key == FETCH_SNAPSHOT:
+        from ._fetch_kio import snapshot_request_to_kio
+
+        mod = _kio_module(api_key, version, "request")
+        return _kio_write(api_key, version, "request", snapshot_request_to_kio(body, mod))
+    if api_key == API_VERSIONS and 3 <= version <= 4:
+        mod = _kio_module(api_key, version, "request")
+        return _kio_write(
+            api_key, version, "request",
+            mod.ApiVersionsRequest(client_software_name=body.name, client_software_version=body.version),
+        )
+    raise UnsupportedApi(f"cannot encode request api key {api_key} v{version}")
+
+
+def encode_response(api_key: int, version: int, body) -> bytes:
+    """The body bytes (no header, no size) of a response; body as decode_response returns it."""
+    if api_key == FETCH:
+        if version < 4:
+            from ._fetch_legacy import response_to_kp
+
+            return response_to_kp(body, version).encode(version=version)
+        from ._fetch_kio import response_to_kio
+
+        mod = _kio_module(FETCH, version, "response")
+        return _kio_write(FETCH, version, "response", response_to_kio(body, version, mod))
+    if api_key == FETCH_SNAPSHOT:
+        from ._fetch_kio import snapshot_response_to_kio
+
+        mod = _kio_module(api_key, version, "response")
+        return _kio_write(api_key, version, "response", snapshot_response_to_kio(body, mod))
+    if api_key == METADATA and 10 <= version <= 13:
+        mod = _kio_module(api_key, version, "response")
+        topics = tuple(
+            mod.MetadataResponseTopic(
+                error_code=ErrorCode.none, name=name, topic_id=_to_uuid(tid), partitions=()
+            )
+            for tid, name in body.names.items()
+        )
+        value = mod.MetadataResponse(throttle_time=i32Timedelta.parse(datetime.timedelta(0)), brokers=(), topics=topics)
+        return _kio_write(api_key, version, "response", value)
+    raise UnsupportedApi(f"cannot encode response api key {api_key} v{version}")
+
+
+def summarize_records(blob) -> _records.RecordsSummary:
+    return _records.summarize(blob)

@@ -1,0 +1,352 @@
+"""One TCP connection seen as Kafka: which side is the broker, framing per direction, pairing by correlation
+id, and Exchange rows for Fetch / FetchSnapshot.
+
+Sans-IO: feed it the capture layer's stream events, get Exchange / OrphanResponse objects back. State shared
+across connections (topic names per broker, counters) lives in a DecodeContext the decoder owns.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from struct import Struct
+from typing import Callable
+
+from ..capture.events import Endpoint, StreamData, StreamGap
+from ..exchange import Exchange
+from . import codec
+from .framing import MAX_FRAME, Frame, Framer
+from .headers import (
+    API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, HeaderError, parse_request_header, plausible_request_start,
+    response_body_offset,
+)
+from .report import DecodeReport
+
+WELL_KNOWN_PORTS = frozenset({9092, 9093, 9094, 9095, 9096, 9097, 9192, 19092, 29092, 39092})
+DETECT_LIMIT = 256 * 1024  # bytes buffered per direction before the broker side must be decided
+_I32 = Struct(">i")
+_SESSION_APIS = (FETCH, FETCH_SNAPSHOT)
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanResponse:
+    """A response whose request was not captured (e.g. the capture started mid-flight): REQUEST_MISSING."""
+
+    conn: int
+    frame: int
+    ts: float
+    client: str
+    broker: str
+    correlation_id: int
+    file: str = ""  # added beside the brief's fields: findings name the capture file
+
+
+@dataclass
+class DecodeContext:
+    file: str
+    report: DecodeReport
+    ports: frozenset[int] | None = None
+    topic_names: dict[str, dict[str, str]] = field(default_factory=dict)  # broker "ip:port" -> id -> name
+    on_fetch_request: Callable[[tuple[int, int, int]], None] | None = None  # (frame, conn, corr) now pending
+
+
+@dataclass(slots=True)
+class _Pending:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    frame: int
+    ts: float
+    size: int
+    body: object  # FetchRequestBody, or None when not decoded
+
+
+class KafkaConnection:
+    def __init__(self, conn: int, ctx: DecodeContext):
+        self.conn = conn
+        self.ctx = ctx
+        self.state = "detect"  # detect -> kafka | ignored
+        self.client: Endpoint | None = None
+        self.broker: Endpoint | None = None
+        self._client_s = self._broker_s = ""
+        self._held: list[StreamData | StreamGap] = []  # events seen while detecting
+        self._prefix: dict[Endpoint, bytearray] = {}
+        self._gapped: set[Endpoint] = set()
+        self._pending: deque[_Pending] = deque()
+        self._pending_ids: dict[int, int] = {}  # correlation id -> pending count
+        self._software: str | None = None
+        self._req: Framer | None = None
+        self._resp: Framer | None = None
+
+    # -- events in ----------------------------------------------------------------------------------------
+    def feed(self, ev: StreamData | StreamGap) -> list:
+        if self.state == "ignored":
+            return []
+        if self.state == "detect":
+            self._held.append(ev)
+            if isinstance(ev, StreamGap):
+                self._gapped.add(ev.src)
+            else:
+                p = self._prefix.setdefault(ev.src, bytearray())
+                if len(p) < DETECT_LIMIT:
+                    p += ev.data[: DETECT_LIMIT - len(p)]
+            if not self._detect(final=False):
+                return []
+            return self._replay()
+        return self._dispatch(ev)
+
+    def close(self) -> list:
+        """End of the connection: decide if still undecided, then flush requests that got no response."""
+        out: list = []
+        if self.state == "detect":
+            if self._detect(final=True):
+                out = self._replay()
+            else:
+                return []
+        if self.state != "kafka":
+            return out
+        while self._pending:
+            out.extend(self._missing(self._pending.popleft()))
+        self._pending_ids.clear()
+        self._count_framer_skips()
+        return out
+
+    # -- broker detection ---------------------------------------------------------------------------------
+    def _detect(self, final: bool) -> bool:
+        ev0 = self._held[0]
+        ends = {ev0.src, ev0.dst}
+        a, b = ev0.src, ev0.dst
+        ports = self.ctx.ports
+        if ports is not None:
+            a_b, b_b = a.port in ports, b.port in ports
+            if a_b != b_b:
+                return self._decide(client=b if a_b else a, broker=a if a_b else b)
+            if not (a_b or b_b):
+                self.state = "ignored"  # the user named the Kafka ports; this is not one of them
+                return False
+        for ep, p in self._prefix.items():
+            if len(p) >= 2 and p[0] == 0x16 and p[1] == 0x03:
+                return self._not_kafka(f"TLS traffic between {a} and {b} (encrypted Kafka cannot be decoded)")
+        req_ids: dict[Endpoint, set[int]] = {}
+        for ep in ends:
+            ids = _request_ids(self._prefix.get(ep, b""))
+            if ids:
+                req_ids[ep] = ids
+        for ep, ids in req_ids.items():
+            other = b if ep == a else a
+            if _answers(self._prefix.get(other, b""), ids):
+                return self._decide(client=ep, broker=other)
+        full = any(len(p) >= DETECT_LIMIT for p in self._prefix.values()) or len(self._held) > 256
+        if not (final or full):
+            return False
+        if len(req_ids) == 1:
+            (ep,) = req_ids
+            return self._decide(client=ep, broker=b if ep == a else a)
+        if len(req_ids) == 2:
+            broker = a if a.port in WELL_KNOWN_PORTS else b if b.port in WELL_KNOWN_PORTS else min(
+                (a, b), key=lambda e: e.port)
+            return self._decide(client=b if broker == a else a, broker=broker)
+        if not any(self._prefix.values()):
+            self.state = "ignored"  # nothing but gaps or no payload: nothing to say
+            return False
+        return self._not_kafka(f"non-Kafka traffic between {a} and {b} (no plausible request header)")
+
+    def _decide(self, client: Endpoint, broker: Endpoint) -> bool:
+        self.state = "kafka"
+        self.client, self.broker = client, broker
+        self._client_s, self._broker_s = str(client), str(broker)
+        self.ctx.report.kafka_connections += 1
+        self._req = Framer(_scan_requests, synced=False, min_size=8)
+        self._resp = Framer(self._scan_responses, synced=True, min_size=4)
+        return True
+
+    def _not_kafka(self, message: str) -> bool:
+        self.state = "ignored"
+        frame = self._held[0].frame if self._held else 0
+        code = "tls" if message.startswith("TLS") else "not_kafka"
+        self.ctx.report.warn(code, f"frame {frame}: {message}; connection ignored")
+        self._held.clear()
+        self._prefix.clear()
+        return False
+
+    def _replay(self) -> list:
+        held, self._held = self._held, []
+        self._prefix.clear()
+        out: list = []
+        for ev in held:
+            if self.state != "kafka":
+                break
+            out.extend(self._dispatch(ev))
+        return out
+
+    # -- framing and pairing ------------------------------------------------------------------------------
+    def _dispatch(self, ev: StreamData | StreamGap) -> list:
+        to_broker = ev.src == self.client
+        framer = self._req if to_broker else self._resp
+        if isinstance(ev, StreamGap):
+            framer.gap(ev.lost_bytes)
+            return []
+        frames = framer.feed(ev.data, ev.frame, ev.ts)
+        if to_broker:
+            if not frames and framer.resyncing and framer.frames == 0 and framer.skipped_bytes > DETECT_LIMIT:
+                self._not_kafka(f"no Kafka request found in the first {framer.skipped_bytes:,} bytes from {self.client}")
+                return []
+            for fr in frames:
+                self._on_request(fr)
+            return []
+        out: list = []
+        for fr in frames:
+            out.extend(self._on_response(fr))
+        return out
+
+    def _scan_responses(self, buf: memoryview, start: int):
+        """Next position where a response to a pending correlation id could start."""
+        end = len(buf)
+        if not self._pending_ids:
+            return None, max(start, end - 7)
+        raw = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)
+        best = None
+        for corr in self._pending_ids:
+            i = raw.find(_I32.pack(corr), start + 4)
+            while i != -1:
+                size = _I32.unpack_from(raw, i - 4)[0]
+                if 4 <= size <= MAX_FRAME:
+                    if best is None or i - 4 < best:
+                        best = i - 4
+                    break
+                i = raw.find(_I32.pack(corr), i + 1)
+        if best is None:
+            return None, max(start, end - 7)
+        return best, best
+
+    def _on_request(self, fr: Frame) -> None:
+        rep = self.ctx.report
+        try:
+            h = parse_request_header(fr.payload)
+        except HeaderError as exc:
+            rep.warn("malformed_request", f"frame {fr.frame}: malformed request header from {self._client_s}: {exc}")
+            return
+        rep.requests[(h.api_key, h.api_version)] += 1
+        body = None
+        if h.api_key in _SESSION_APIS or (h.api_key == API_VERSIONS and h.api_version >= 3):
+            try:
+                body = codec.decode_request(h.api_key, h.api_version, fr.payload[h.body_offset:], self._names())
+            except codec.CodecError as exc:
+                rep.warn("malformed_request", f"frame {fr.frame}: {exc}")
+            if isinstance(body, codec.ClientSoftware):
+                self._software = str(body)
+                rep.client_software[self._client_s] = self._software
+                body = None
+        p = _Pending(h.api_key, h.api_version, h.correlation_id, h.client_id, fr.frame, fr.ts, fr.size, body)
+        self._pending.append(p)
+        self._pending_ids[h.correlation_id] = self._pending_ids.get(h.correlation_id, 0) + 1
+        if h.api_key in _SESSION_APIS and self.ctx.on_fetch_request is not None:
+            self.ctx.on_fetch_request((fr.frame, self.conn, h.correlation_id))
+
+    def _on_response(self, fr: Frame) -> list:
+        rep = self.ctx.report
+        payload = fr.payload
+        corr = _I32.unpack_from(payload, 0)[0]
+        if corr not in self._pending_ids:
+            rep.orphan_responses += 1
+            return [OrphanResponse(self.conn, fr.frame, fr.ts, self._client_s, self._broker_s, corr, self.ctx.file)]
+        out: list = []
+        while True:  # Kafka answers in request order: requests before this one lost their responses
+            p = self._pending.popleft()
+            n = self._pending_ids[p.correlation_id] - 1
+            if n:
+                self._pending_ids[p.correlation_id] = n
+            else:
+                del self._pending_ids[p.correlation_id]
+            if p.correlation_id == corr:
+                break
+            out.extend(self._missing(p))
+        if p.api_key in _SESSION_APIS:
+            resp = None
+            try:
+                off = response_body_offset(payload, p.api_key, p.api_version)
+                resp = codec.decode_response(p.api_key, p.api_version, payload[off:], self._names())
+            except (codec.CodecError, HeaderError) as exc:
+                rep.warn("malformed_response", f"frame {fr.frame}: {exc}")
+            out.append(self._exchange(p, fr, resp))
+        elif p.api_key == METADATA and codec.decodes_response(METADATA, p.api_version):
+            try:
+                off = response_body_offset(payload, p.api_key, p.api_version)
+                names = codec.decode_response(METADATA, p.api_version, payload[off:]).names
+            except (codec.CodecError, HeaderError) as exc:
+                rep.warn("malformed_response", f"frame {fr.frame}: {exc}")
+            else:
+                self.ctx.topic_names.setdefault(self._broker_s, {}).update(names)
+                rep.topic_names.update(names)
+        return out
+
+    def _names(self) -> dict[str, str] | None:
+        return self.ctx.topic_names.get(self._broker_s)
+
+    def _missing(self, p: _Pending) -> list:
+        if p.api_key not in _SESSION_APIS:
+            return []
+        return [self._exchange(p, None, None)]
+
+    def _exchange(self, p: _Pending, fr: Frame | None, resp) -> Exchange:
+        rep = self.ctx.report
+        rep.exchanges += 1
+        if resp is None:
+            rep.responses_missing += fr is None
+        q = p.body
+        return Exchange(
+            file=self.ctx.file, conn=self.conn, request_frame=p.frame, response_frame=None if fr is None else fr.frame,
+            ts=p.ts, response_ts=None if fr is None else fr.ts, client=self._client_s, broker=self._broker_s,
+            api_key=p.api_key, api_version=p.api_version, correlation_id=p.correlation_id, client_id=p.client_id,
+            client_software=self._software,
+            replica_id=q and q.replica_id, session_id=q and q.session_id, session_epoch=q and q.session_epoch,
+            max_wait_ms=q and q.max_wait_ms, min_bytes=q and q.min_bytes, max_bytes=q and q.max_bytes,
+            isolation_level=q and q.isolation_level, rack_id=q and q.rack_id,
+            error_code=resp and resp.error_code, response_session_id=resp and resp.session_id,
+            throttle_time_ms=resp and resp.throttle_time_ms, request_bytes=p.size,
+            response_bytes=None if fr is None else fr.size,
+            request_partitions=q.partitions if q else (), forgotten_partitions=q.forgotten if q else (),
+            response_partitions=resp.partitions if resp else None,
+        )
+
+    def _count_framer_skips(self) -> None:
+        for f in (self._req, self._resp):
+            if f is not None:
+                self.ctx.report.skipped_bytes += f.skipped_bytes
+                f.skipped_bytes = 0
+
+
+def _scan_requests(buf: memoryview, start: int):
+    """Next position where a plausible request frame starts (size, known api key and version, client id)."""
+    end = len(buf)
+    for p in range(start, end):
+        r = plausible_request_start(buf, p, MAX_FRAME)
+        if r:
+            return p, p
+        if r is None:
+            return None, p
+    return None, end
+
+
+def _request_ids(prefix) -> set[int]:
+    """Correlation ids of the consecutive plausible request frames at the start of `prefix`."""
+    ids: set[int] = set()
+    pos = 0
+    while plausible_request_start(prefix, pos, MAX_FRAME):
+        ids.add(_I32.unpack_from(prefix, pos + 8)[0])
+        pos += 4 + _I32.unpack_from(prefix, pos)[0]
+    return ids
+
+
+def _answers(prefix, ids: set[int]) -> bool:
+    """Does the other direction carry a response frame to one of these correlation ids?"""
+    pos = 0
+    while len(prefix) - pos >= 8:
+        size = _I32.unpack_from(prefix, pos)[0]
+        if not 4 <= size <= MAX_FRAME:
+            return False
+        if _I32.unpack_from(prefix, pos + 4)[0] in ids:
+            return True
+        pos += 4 + size
+    return False

@@ -1,0 +1,83 @@
+"""DecodeReport: what a decode run saw, counted (not a log): packets, bytes, exchanges, other APIs, warnings."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .headers import api_name
+
+EXAMPLES_PER_WARNING = 3
+
+
+@dataclass
+class DecodeReport:
+    files: list[str] = field(default_factory=list)
+    packets: int = 0
+    bytes: int = 0  # captured TCP payload bytes
+    connections: int = 0
+    kafka_connections: int = 0
+    exchanges: int = 0  # Fetch + FetchSnapshot exchanges emitted
+    responses_missing: int = 0  # exchanges emitted without a response
+    orphan_responses: int = 0  # responses whose request was not captured
+    requests: Counter = field(default_factory=Counter)  # (api key, version) -> requests seen, every API
+    gaps: int = 0
+    lost_bytes: int = 0
+    skipped_bytes: int = 0  # stream bytes not framed (resynchronisation, cut frames)
+    warnings: Counter = field(default_factory=Counter)  # code -> count
+    warning_examples: dict[str, list[str]] = field(default_factory=dict)
+    client_software: dict[str, str] = field(default_factory=dict)  # client "ip:port" -> "name/version"
+    topic_names: dict[str, str] = field(default_factory=dict)  # topic id -> name (all brokers)
+
+    def warn(self, code: str, message: str) -> None:
+        self.warnings[code] += 1
+        examples = self.warning_examples.setdefault(code, [])
+        if len(examples) < EXAMPLES_PER_WARNING:
+            examples.append(message)
+
+    @property
+    def other_apis(self) -> dict[tuple[int, int], int]:
+        """Requests of every API except Fetch (1) and FetchSnapshot (59), by (api key, version)."""
+        return {k: n for k, n in self.requests.items() if k[0] not in (1, 59)}
+
+    def to_dict(self) -> dict:
+        return {
+            "files": list(self.files),
+            "packets": self.packets,
+            "bytes": self.bytes,
+            "connections": self.connections,
+            "kafka_connections": self.kafka_connections,
+            "exchanges": self.exchanges,
+            "responses_missing": self.responses_missing,
+            "orphan_responses": self.orphan_responses,
+            "requests": [
+                {"api_key": k, "api_version": v, "api": api_name(k), "count": n}
+                for (k, v), n in sorted(self.requests.items())
+            ],
+            "gaps": self.gaps,
+            "lost_bytes": self.lost_bytes,
+            "skipped_bytes": self.skipped_bytes,
+            "warnings": {c: {"count": n, "examples": self.warning_examples.get(c, [])} for c, n in self.warnings.items()},
+            "client_software": dict(self.client_software),
+            "topic_names": dict(self.topic_names),
+        }
+
+    def lines(self) -> list[str]:
+        """Plain-text summary lines, for a CLI to print as they are or inside a rich panel."""
+        out = [
+            f"files: {', '.join(self.files) or '-'}",
+            f"packets: {self.packets:,}  bytes: {self.bytes:,}",
+            f"connections: {self.connections:,} ({self.kafka_connections:,} Kafka)",
+            f"exchanges: {self.exchanges:,} (responses missing: {self.responses_missing:,}, "
+            f"responses without request: {self.orphan_responses:,})",
+        ]
+        if self.gaps:
+            out.append(f"capture gaps: {self.gaps:,} ({self.lost_bytes:,} bytes lost, "
+                       f"{self.skipped_bytes:,} bytes skipped to resynchronise)")
+        for (k, v), n in sorted(self.requests.items()):
+            out.append(f"  {api_name(k)} v{v} (key {k}): {n:,} requests")
+        for sw_client, sw in sorted(self.client_software.items()):
+            out.append(f"  client {sw_client}: {sw}")
+        for code, n in self.warnings.most_common():
+            out.append(f"warning {code} x{n}: {self.warning_examples[code][0]}")
+        return out
