@@ -1,0 +1,276 @@
+"""Fetch handling: request -> session context (fetchtool.sessions) -> KIP-74 log reads -> response.
+
+The session rules live in fetchtool.sessions only; this module does what KafkaApis.handleFetchRequest and
+ReplicaManager.fetchMessages/readFromLog do around them:
+  1. turn the request into fetch_data / to_forget (v13+: topic ids resolved through the topic map),
+  2. ask FetchManager.new_context,
+  3. read the context's partitions in its order with the KIP-74 byte limits; unknown topics/partitions are
+     "erroneous" and go after the readable ones,
+  4. answer at once, or park as a delayed fetch (MaxWaitMs / MinBytes) that the server completes later,
+  5. update_and_generate_response, and encode exactly the partitions the outcome lists.
+Sans-IO: time comes in as now_ms; the server owns the waiting.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import typing
+from dataclasses import dataclass
+
+from fetchtool.broker.apis import make, response_module
+from fetchtool.broker.state import BrokerState
+from fetchtool.broker.wire import Request
+from fetchtool.sessions import (
+    ZERO_UUID,
+    FetchManager,
+    FetchMetadata,
+    FetchSessionCache,
+    PartitionData,
+    PartitionResult,
+    TopicIdPartition,
+)
+from fetchtool.sessions.errors import error_name
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+UNKNOWN_TOPIC_ID = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSeen:
+    """One Fetch as the broker saw and answered it (for tests, metrics and replay comparison)."""
+
+    client: str
+    client_id: str | None
+    version: int
+    session_id: int
+    epoch: int
+    context: str  # sessionless | full | incremental | error
+    error_code: int
+    response_session_id: int
+    request_partitions: int
+    response_partitions: int
+    records_bytes: int
+
+
+@dataclass(slots=True)
+class PendingFetch:
+    """A fetch whose context exists (session epoch already advanced) and whose response is not built yet."""
+
+    request: Request
+    client: str
+    context: typing.Any
+    readable: list[tuple[TopicIdPartition, PartitionData]]
+    erroneous: list[tuple[TopicIdPartition, PartitionResult]]
+    max_bytes: int
+    min_bytes: int
+    deadline_ms: int
+    received_ms: int
+
+
+class FetchService:
+    """The broker's fetch path: owns the session cache and the FetchManager."""
+
+    def __init__(self, state: BrokerState, history: int = 10_000) -> None:
+        self.state = state
+        self.cache: FetchSessionCache
+        self.manager: FetchManager
+        self.history: collections.deque[FetchSeen] = collections.deque(maxlen=history)
+        self.reset()
+
+    def reset(self) -> None:
+        """A fresh, empty session cache: what clients see after a broker restart."""
+        c = self.state.config
+        self.cache = FetchSessionCache(max_slots=c.cache_slots, shards=c.cache_shards, eviction_ms=c.eviction_ms)
+        self.manager = FetchManager(self.cache)
+
+    # -- 1-4: request to context, first read -------------------------------------------------------------
+    def begin(self, request: Request, client: str, now_ms: int) -> tuple[typing.Any, PendingFetch | None]:
+        """(response, None) when the answer is immediate, else (None, pending) for the server to wait on."""
+        body, version = request.body, request.api_version
+        topic_names = self.state.topics.names_by_id() if version >= 13 else {}
+        fetch_data = _fetch_data(body, version, topic_names)
+        to_forget = _to_forget(body, version, topic_names)
+        metadata = FetchMetadata(int(getattr(body, "session_id", 0)), int(getattr(body, "session_epoch", -1)))
+        context = self.manager.new_context(now_ms, version, metadata, _is_follower(body, version), fetch_data,
+                                           to_forget, topic_names)
+        if context.kind == "error":  # session errors (and out-of-range ids) are answered at once
+            outcome = context.update_and_generate_response(now_ms, {})
+            return self._respond(request, client, context, outcome, {}), None
+
+        readable, erroneous = self._classify(context.partitions(), version)
+        max_bytes = min(int(getattr(body, "max_bytes", 0x7FFFFFFF)), self.state.config.fetch_max_bytes)
+        min_bytes = min(int(body.min_bytes), max_bytes)
+        max_wait = int(body.max_wait.total_seconds() * 1000)
+        pending = PendingFetch(request, client, context, readable, erroneous, max_bytes, min_bytes,
+                               now_ms + max_wait, now_ms)
+        reads, total, any_error = self._read(pending)
+        # ReplicaManager.fetchMessages answers at once in these cases; otherwise DelayedFetch.
+        if max_wait <= 0 or not readable or total >= min_bytes or any_error:
+            return self._complete(pending, now_ms, reads), None
+        return None, pending
+
+    # -- delayed fetch --------------------------------------------------------------------------------------
+    def ready(self, pending: PendingFetch) -> bool:
+        """DelayedFetch.tryComplete: enough bytes accumulated beyond each fetch offset, or a partition vanished."""
+        accumulated = 0
+        for tip, data in pending.readable:
+            log = self.state.topics.partition(tip.topic, tip.partition)
+            if log is None:
+                return True
+            accumulated += min(data.max_bytes, log.bytes_available(data.fetch_offset))
+        return accumulated >= pending.min_bytes
+
+    def complete(self, pending: PendingFetch, now_ms: int) -> typing.Any:
+        """Re-read (as DelayedFetch.onComplete does) and build the response."""
+        reads, _, _ = self._read(pending)
+        return self._complete(pending, now_ms, reads)
+
+    # -- internals ------------------------------------------------------------------------------------------
+    def _classify(self, partitions, version):
+        readable, erroneous = [], []
+        for tip, data in partitions:
+            if version >= 13 and tip.topic is None:
+                erroneous.append((tip, _error_result(UNKNOWN_TOPIC_ID)))
+            elif self.state.topics.partition(tip.topic, tip.partition) is None:
+                erroneous.append((tip, _error_result(UNKNOWN_TOPIC_OR_PARTITION)))
+            else:
+                readable.append((tip, data))
+        return readable, erroneous
+
+    def _read(self, pending: PendingFetch):
+        """ReplicaManager.readFromLog: KIP-74 limits in context order."""
+        hard_limit = pending.request.api_version <= 2
+        min_one_message = not hard_limit
+        limit = pending.max_bytes
+        reads: dict[TopicIdPartition, tuple[PartitionResult, bytes]] = {}
+        total, any_error = 0, False
+        for tip, data in pending.readable:
+            log = self.state.topics.partition(tip.topic, tip.partition)
+            if log is None:
+                reads[tip] = (_error_result(UNKNOWN_TOPIC_OR_PARTITION), b"")
+                any_error = True
+                continue
+            rr = log.read(data.fetch_offset, min(data.max_bytes, limit), min_one_message, hard_limit)
+            if rr.error_code:
+                reads[tip] = (_error_result(rr.error_code), b"")
+                any_error = True
+                continue
+            size = len(rr.records)
+            if size > 0:
+                min_one_message = False
+            limit = max(0, limit - size)
+            total += size
+            reads[tip] = (
+                PartitionResult(error_code=0, high_watermark=rr.high_watermark, last_stable_offset=rr.high_watermark,
+                                log_start_offset=rr.log_start_offset, records_size=size),
+                rr.records,
+            )
+        return reads, total, any_error
+
+    def _complete(self, pending: PendingFetch, now_ms: int, reads) -> typing.Any:
+        results = {tip: result for tip, (result, _) in reads.items()}
+        for tip, result in pending.erroneous:  # KafkaApis appends erroneous partitions after the read ones
+            results[tip] = result
+        outcome = pending.context.update_and_generate_response(now_ms, results)
+        records = {tip: data for tip, (_, data) in reads.items()}
+        return self._respond(pending.request, pending.client, pending.context, outcome, records)
+
+    def _respond(self, request: Request, client: str, context, outcome, records) -> typing.Any:
+        body, version = request.body, request.api_version
+        m = response_module(body)
+        read_committed = int(getattr(body, "isolation_level", 0)) == 1
+        topics: list[tuple[TopicIdPartition, list]] = []
+        records_bytes = 0
+        for tip, result in outcome.partitions:
+            data = records.get(tip, b"")
+            records_bytes += len(data)
+            part = make(m.PartitionData, partition_index=tip.partition, error_code=result.error_code,
+                        high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
+                        log_start_offset=result.log_start_offset,
+                        aborted_transactions=() if read_committed else None,
+                        preferred_read_replica=result.preferred_read_replica, records=data)
+            # FetchResponse.toMessage: consecutive partitions of the same topic share one topic entry.
+            if topics and topics[-1][0].topic == tip.topic and topics[-1][0].topic_id == tip.topic_id:
+                topics[-1][1].append(part)
+            else:
+                topics.append((tip, [part]))
+        responses = tuple(
+            make(m.FetchableTopicResponse, topic=tip.topic, topic_id=tip.topic_id, partitions=tuple(parts))
+            for tip, parts in topics
+        )
+        self._record(request, client, context.kind, outcome.error_code, outcome.session_id,
+                     len(outcome.partitions), records_bytes)
+        return make(m.FetchResponse, throttle_time=datetime.timedelta(milliseconds=outcome.throttle_time_ms),
+                    error_code=outcome.error_code, session_id=outcome.session_id, responses=responses,
+                    node_endpoints=())
+
+    def _record(self, request, client, kind, error_code, response_session_id, n_parts, records_bytes) -> None:
+        body = request.body
+        session_id = int(getattr(body, "session_id", 0))
+        epoch = int(getattr(body, "session_epoch", -1))
+        request_parts = sum(len(t.partitions) for t in body.topics)
+        self.history.append(FetchSeen(client, request.client_id, request.api_version, session_id, epoch, kind,
+                                      error_code, response_session_id, request_parts, n_parts, records_bytes))
+        if error_code:
+            self.state.log.info("fetch session error %d %s: client=%s client_id=%s session=%d epoch=%d v%d",
+                                error_code, error_name(error_code), client, request.client_id, session_id, epoch,
+                                request.api_version)
+        for event in self.cache.drain_events():
+            self.state.log.info("%s", _describe_event(event))
+
+
+def _describe_event(event) -> str:
+    name = type(event).__name__
+    fields = " ".join(f"{k}={v}" for k, v in _event_fields(event).items())
+    return f"fetch session {name.removeprefix('Session').lower()}: {fields}"
+
+
+def _event_fields(event) -> dict:
+    import dataclasses
+
+    if dataclasses.is_dataclass(event):
+        return {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+    return dict(vars(event))
+
+
+def _error_result(code: int) -> PartitionResult:
+    # FetchResponse.partitionResponse(tp, error): unknown HW, LSO and log start offset.
+    return PartitionResult(error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1)
+
+
+def _is_follower(body, version: int) -> bool:
+    if version >= 15:
+        return int(body.replica_state.replica_id) >= 0
+    return int(getattr(body, "replica_id", -1)) >= 0
+
+
+def _fetch_data(body, version: int, topic_names) -> dict[TopicIdPartition, PartitionData]:
+    """FetchRequest.fetchData: request order; v13+ names from the broker's id map (None when unknown)."""
+    out: dict[TopicIdPartition, PartitionData] = {}
+    for topic in body.topics:
+        if version >= 13:
+            topic_id, name = topic.topic_id, topic_names.get(topic.topic_id)
+        else:
+            topic_id, name = ZERO_UUID, topic.topic
+        for p in topic.partitions:
+            out[TopicIdPartition(topic_id, name, int(p.partition))] = PartitionData(
+                fetch_offset=int(p.fetch_offset),
+                log_start_offset=int(getattr(p, "log_start_offset", -1)),
+                max_bytes=int(p.partition_max_bytes),
+                current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                last_fetched_epoch=int(getattr(p, "last_fetched_epoch", -1)),
+                topic_id=topic_id,
+            )
+    return out
+
+
+def _to_forget(body, version: int, topic_names) -> list[TopicIdPartition]:
+    out = []
+    for topic in getattr(body, "forgotten_topics_data", ()) or ():
+        if version >= 13:
+            topic_id, name = topic.topic_id, topic_names.get(topic.topic_id)
+        else:
+            topic_id, name = ZERO_UUID, topic.topic
+        out.extend(TopicIdPartition(topic_id, name, int(p)) for p in topic.partitions)
+    return out

@@ -1,0 +1,169 @@
+"""In-memory partition logs: record batches (magic 2) appended as produced, read back by offset and bytes.
+
+One broker, one replica: the high watermark is the log end offset. Batches are stored as sent by the
+producer with only baseOffset rewritten (it lies outside the batch CRC, as in Kafka's own log append).
+Only the 61-byte batch header is looked at, never the records inside.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+import uuid
+from dataclasses import dataclass, field
+
+# Record batch v2 header (Kafka's DefaultRecordBatch): the fields the log needs.
+_BASE_OFFSET = struct.Struct(">q")  # offset 0
+_LENGTH = struct.Struct(">i")  # offset 8, bytes after this field
+_LAST_OFFSET_DELTA = struct.Struct(">i")  # offset 23
+_MAGIC_AT = 16
+_LAST_DELTA_AT = 23
+BATCH_OVERHEAD = 12  # baseOffset + batchLength
+MIN_BATCH_SIZE = 61
+
+
+class InvalidRecords(ValueError):
+    """A produce record set the log refuses (Kafka: CORRUPT_MESSAGE / INVALID_RECORD)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    error_code: int = 0  # 1 OFFSET_OUT_OF_RANGE
+
+
+def split_batches(records: bytes) -> list[tuple[int, int, int]]:
+    """(start, size, record count) for each batch of a produce record set; raises InvalidRecords."""
+    out = []
+    pos = 0
+    end = len(records)
+    while pos < end:
+        if end - pos < MIN_BATCH_SIZE:
+            raise InvalidRecords(f"truncated record batch header at byte {pos}")
+        (length,) = _LENGTH.unpack_from(records, pos + 8)
+        size = BATCH_OVERHEAD + length
+        if length < MIN_BATCH_SIZE - BATCH_OVERHEAD or pos + size > end:
+            raise InvalidRecords(f"record batch at byte {pos} claims {size} bytes, {end - pos} present")
+        magic = records[pos + _MAGIC_AT]
+        if magic != 2:
+            raise InvalidRecords(f"record batch magic {magic} (only magic 2 is accepted)")
+        (last_delta,) = _LAST_OFFSET_DELTA.unpack_from(records, pos + _LAST_DELTA_AT)
+        if last_delta < 0:
+            raise InvalidRecords(f"record batch at byte {pos} has lastOffsetDelta {last_delta}")
+        out.append((pos, size, last_delta + 1))
+        pos += size
+    if not out:
+        raise InvalidRecords("empty record set")
+    return out
+
+
+@dataclass(slots=True)
+class PartitionLog:
+    data: bytearray = field(default_factory=bytearray)
+    positions: list[int] = field(default_factory=list)  # byte position of each batch in data
+    bases: list[int] = field(default_factory=list)  # base offset of each batch
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    def append(self, records: bytes) -> int:
+        """Append a produced record set; returns the base offset assigned to its first batch."""
+        batches = split_batches(records)
+        first = self.log_end_offset
+        for start, size, count in batches:
+            batch = bytearray(records[start : start + size])
+            _BASE_OFFSET.pack_into(batch, 0, self.log_end_offset)
+            self.positions.append(len(self.data))
+            self.bases.append(self.log_end_offset)
+            self.data += batch
+            self.log_end_offset += count
+        return first
+
+    def bytes_available(self, fetch_offset: int) -> int:
+        """Bytes from the batch holding fetch_offset to the log end (what a delayed fetch counts)."""
+        pos = self._position(fetch_offset)
+        return 0 if pos is None else len(self.data) - pos
+
+    def read(self, fetch_offset: int, max_bytes: int, min_one_message: bool, hard_max_bytes_limit: bool) -> ReadResult:
+        """Kafka's LogSegment.read + ReplicaManager.readFromLog for one partition.
+
+        minOneMessage lets the first batch exceed max_bytes; otherwise the slice is cut at max_bytes, which can
+        leave a partial batch. If even the first batch does not fit and the request is v3+, return no records.
+        """
+        if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
+            return ReadResult(b"", self.high_watermark, self.log_start_offset, error_code=1)
+        pos = self._position(fetch_offset)
+        if pos is None:
+            return ReadResult(b"", self.high_watermark, self.log_start_offset)
+        index = bisect.bisect_right(self.positions, pos) - 1
+        first_size = self._batch_size(index)
+        adjusted = max(max_bytes, first_size) if min_one_message else max_bytes
+        fetch_size = min(len(self.data) - pos, adjusted)
+        if adjusted < first_size and not hard_max_bytes_limit:
+            return ReadResult(b"", self.high_watermark, self.log_start_offset)
+        return ReadResult(bytes(self.data[pos : pos + max(fetch_size, 0)]), self.high_watermark, self.log_start_offset)
+
+    def _position(self, offset: int) -> int | None:
+        if offset >= self.log_end_offset or not self.bases:
+            return None
+        index = bisect.bisect_right(self.bases, offset) - 1
+        return self.positions[max(index, 0)]
+
+    def _batch_size(self, index: int) -> int:
+        end = self.positions[index + 1] if index + 1 < len(self.positions) else len(self.data)
+        return end - self.positions[index]
+
+    def offset_for_timestamp(self, timestamp: int) -> int:
+        """ListOffsets: -2 earliest, -1 latest; other timestamps answered with the log end (not indexed)."""
+        if timestamp == -2:
+            return self.log_start_offset
+        return self.log_end_offset
+
+
+@dataclass(slots=True)
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[PartitionLog]
+
+
+class TopicMap:
+    """All topics of the broker, by name and by id (the metadata cache's topicIdsToNames)."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+
+    def create(self, name: str, partitions: int, topic_id: uuid.UUID | None = None) -> Topic:
+        if name in self._by_name:
+            raise KeyError(name)
+        topic = Topic(name, topic_id or uuid.uuid4(), [PartitionLog() for _ in range(partitions)])
+        self._by_name[name] = topic
+        self._by_id[topic.topic_id] = topic
+        return topic
+
+    def get(self, name: str | None) -> Topic | None:
+        return self._by_name.get(name) if name is not None else None
+
+    def by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    def names_by_id(self) -> dict[uuid.UUID, str]:
+        return {tid: t.name for tid, t in self._by_id.items()}
+
+    def partition(self, name: str | None, index: int) -> PartitionLog | None:
+        topic = self.get(name)
+        if topic is None or not 0 <= index < len(topic.partitions):
+            return None
+        return topic.partitions[index]
+
+    def __iter__(self):
+        return iter(self._by_name.values())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name

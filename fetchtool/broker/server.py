@@ -1,0 +1,155 @@
+"""The asyncio edge of the broker: listening socket, connections, delayed-fetch waits, fault injection.
+
+    broker = Broker(BrokerConfig(port=0), topics={"orders": 3})
+    port = await broker.start()
+    ...
+    broker.drop_all_sessions()     # as after a restart: clients get FETCH_SESSION_ID_NOT_FOUND
+    await broker.stop()
+
+`clock` gives now_ms to the session engine; with `speed` > 1 the clock is expected to run that many times
+faster than real time, and MaxWaitMs waits are shortened by the same factor (replays compress time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import typing
+
+from fetchtool.broker.connection import Connection
+from fetchtool.broker.fetch import PendingFetch
+from fetchtool.broker.handler import BrokerCore, Reply
+from fetchtool.broker.state import BrokerConfig
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig | None = None, *, topics: typing.Mapping[str, int] | None = None,
+                 clock: typing.Callable[[], int] | None = None, speed: float = 1.0,
+                 log: logging.Logger | None = None) -> None:
+        self.config = config or BrokerConfig()
+        self.log = log or logging.getLogger("fetchtool.broker")
+        self.core = BrokerCore(self.config, self.log)
+        self.clock = clock or wall_clock_ms
+        self.speed = speed
+        self.connections: dict[str, Connection] = {}
+        self._server: asyncio.AbstractServer | None = None
+        self._appended = asyncio.Event()
+        for name, partitions in (topics or {}).items():
+            self.core.state.create_topic(name, partitions)
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    async def start(self) -> int:
+        """Bind and start accepting; returns the bound port (config.port 0 picks a free one)."""
+        self._appended = asyncio.Event()
+        self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port,
+                                                  reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.core.state.port = self.port
+        self.log.info("broker listening on %s:%d (cache slots=%d shards=%d eviction_ms=%d)", self.config.host,
+                      self.port, self.config.cache_slots, self.config.cache_shards, self.config.eviction_ms)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for conn in list(self.connections.values()):
+            if conn.task is not None:
+                conn.task.cancel()
+        tasks = [c.task for c in self.connections.values() if c.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._server.wait_closed()
+        self._server = None
+        self.log.info("broker stopped")
+
+    def now_ms(self) -> int:
+        return self.clock()
+
+    # -- connections ----------------------------------------------------------------------------------------
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Connection(self, reader, writer)
+        if len(self.connections) >= self.config.max_connections:
+            self.core.count("refused_connections")
+            self.log.info("connection %s refused: %d connections open (limit)", conn.client, len(self.connections))
+            writer.close()
+            return
+        conn.task = asyncio.current_task()
+        self.connections[conn.client] = conn
+        try:
+            await conn.run()
+        except asyncio.CancelledError:
+            pass
+
+    def notify_appended(self) -> None:
+        """A produce appended data: wake every delayed fetch so it can re-check MinBytes."""
+        self._appended.set()
+        self._appended = asyncio.Event()
+
+    async def wait_for_fetch(self, pending: PendingFetch) -> Reply:
+        """DelayedFetch: complete when enough bytes arrive or MaxWaitMs passes (scaled by speed)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (pending.deadline_ms - pending.received_ms) / 1000 / self.speed
+        fetch = self.core.fetch
+        while True:
+            event = self._appended
+            if fetch.ready(pending):
+                break
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except asyncio.TimeoutError:
+                break
+        return self.core.complete_fetch(pending, self.now_ms())
+
+    # -- fault injection and observation (admin) ------------------------------------------------------------
+    def drop_all_sessions(self) -> int:
+        """Forget every fetch session, as a restarted broker would. Returns how many were dropped."""
+        dropped = self.core.fetch.cache.size
+        self.core.fetch.reset()
+        self.log.info("admin: dropped all %d fetch sessions", dropped)
+        return dropped
+
+    def evict_session(self, session_id: int) -> bool:
+        cache = self.core.fetch.cache
+        if cache.get(session_id) is None:
+            return False
+        cache.remove(session_id)
+        self.core.fetch.cache.drain_events()
+        self.log.info("admin: evicted fetch session %d", session_id)
+        return True
+
+    def drop_connection(self, client: str | None = None) -> int:
+        """Abort the connection from `client` ("ip:port"), or every connection when None. Returns the count."""
+        victims = [c for addr, c in self.connections.items() if client is None or addr == client]
+        for conn in victims:
+            conn.abort()
+        self.log.info("admin: dropped %d connection(s)%s", len(victims), f" from {client}" if client else "")
+        return len(victims)
+
+    def session_metrics(self) -> dict:
+        return dict(self.core.fetch.cache.metrics())
+
+    def sessions(self) -> list[dict]:
+        return [
+            {"session_id": s.id, "epoch": s.epoch, "partitions": s.size, "privileged": s.privileged}
+            for s in self.core.fetch.cache.sessions()
+        ]
+
+    @property
+    def fetch_history(self):
+        return self.core.fetch.history
+
+    @property
+    def counters(self) -> dict[str, int]:
+        return dict(self.core.counters)
+
+    def create_topic(self, name: str, partitions: int):
+        return self.core.state.create_topic(name, partitions)

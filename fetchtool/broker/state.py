@@ -1,0 +1,58 @@
+"""Everything the broker knows, in one plain object the request handlers share (no I/O)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from fetchtool.broker.logs import Topic, TopicMap
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    node_id: int = 0
+    cluster_id: str = "fetchtool"
+    cache_slots: int = 1000
+    cache_shards: int = 8
+    eviction_ms: int = 120_000
+    auto_create_partitions: int = 1  # Kafka's auto.create.topics.enable + num.partitions; 0 disables
+    fetch_max_bytes: int = 57_671_680  # Kafka's fetch.max.bytes default (55 MiB)
+    max_frame_bytes: int = 104_857_600  # Kafka's socket.request.max.bytes default (100 MiB)
+    partial_frame_timeout_ms: int = 30_000  # a peer stalled in the middle of a frame is closed after this
+    idle_timeout_ms: int = 600_000  # Kafka's connections.max.idle.ms
+    max_connections: int = 1000
+
+
+@dataclass
+class BrokerState:
+    config: BrokerConfig
+    log: logging.Logger
+    topics: TopicMap = field(default_factory=TopicMap)
+    port: int = 0  # the bound port (config.port may be 0)
+    committed: dict[tuple[str, str, int], tuple[int, str | None]] = field(default_factory=dict)
+    next_producer_id: int = 999
+    appended: int = 0  # bumped on every successful append; delayed fetches watch it
+
+    @property
+    def host(self) -> str:
+        return self.config.host
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self.config.cluster_id
+
+    @property
+    def auto_create_partitions(self) -> int:
+        return self.config.auto_create_partitions
+
+    def create_topic(self, name: str, partitions: int, topic_id: uuid.UUID | None = None) -> Topic:
+        topic = self.topics.create(name, partitions, topic_id)
+        self.log.info("topic created: %s partitions=%d id=%s", name, partitions, topic.topic_id)
+        return topic
