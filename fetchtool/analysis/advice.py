@@ -1,0 +1,130 @@
+"""Finding codes, their severity, and the advice a support engineer can act on (client version, setting, config).
+
+The codes are design.md's stable table; SESSIONS_NOT_GRANTED is an addition (a broker that never grants a
+session, such as tansu or one with max.incremental.fetch.session.cache.slots=0, gets one info finding, not
+an alarm per fetch).
+"""
+
+from __future__ import annotations
+
+from .model import ERROR, INFO, WARNING
+
+SEVERITY: dict[str, str] = {
+    "FETCH_SESSION_ID_NOT_FOUND": ERROR,
+    "INVALID_FETCH_SESSION_EPOCH": ERROR,
+    "FETCH_SESSION_TOPIC_ID_ERROR": ERROR,
+    "SESSION_CHURN": WARNING,
+    "CACHE_FULL": WARNING,
+    "EVICTION_PRESSURE": WARNING,
+    "SESSIONLESS_CLIENT": WARNING,
+    "PARTITION_STARVATION": WARNING,
+    "RESPONSE_OVER_MAX_BYTES": WARNING,
+    "SNAPSHOT_ERROR": ERROR,
+    "REQUEST_MISSING": INFO,
+    "RESPONSE_MISSING": INFO,
+    "CAPTURE_GAP": INFO,
+    "SESSIONS_NOT_GRANTED": INFO,
+}
+
+CAUSES: dict[str, tuple[str, ...]] = {
+    "FETCH_SESSION_ID_NOT_FOUND": ("evicted", "broker_restart", "closed_by_client", "unknown"),
+    "INVALID_FETCH_SESSION_EPOCH": ("duplicate_request", "concurrent_requests", "epoch_skip", "bad_wrap", "unknown"),
+    "FETCH_SESSION_TOPIC_ID_ERROR": ("version_mismatch", "unknown"),
+}
+
+SLOTS = "max.incremental.fetch.session.cache.slots"
+METER = "kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsPerSec"
+
+ADVICE: dict[tuple[str, str | None], str] = {
+    ("FETCH_SESSION_ID_NOT_FOUND", "evicted"): (
+        f"Raise {SLOTS} on the broker (default 1000, divided into 8 shards of 125 since Kafka 3.8) and fix the "
+        f"clients named in EVICTION_PRESSURE that create sessions fastest; watch {METER}."
+    ),
+    ("FETCH_SESSION_ID_NOT_FOUND", "broker_restart"): (
+        "Sessions live only in broker memory, so one such error per client after a broker restart is expected "
+        "and self-healing; check the broker's logs for the restart or failover at this time if it was unplanned."
+    ),
+    ("FETCH_SESSION_ID_NOT_FOUND", "closed_by_client"): (
+        "The client kept using a session it had closed itself: a client bug. Upgrade the client library, or turn "
+        "its sessions off (kafka-python enable_incremental_fetch_sessions=False, franz-go kgo.DisableFetchSessions())."
+    ),
+    ("FETCH_SESSION_ID_NOT_FOUND", "unknown"): (
+        f"Re-run with --cache-slots/--cache-shards set to the broker's {SLOTS}, capture from before the "
+        f"session's last successful fetch, and compare with {METER} and the broker's restart times."
+    ),
+    ("INVALID_FETCH_SESSION_EPOCH", "duplicate_request"): (
+        "The client re-sent an epoch the broker had already processed (a retry after a timeout or lost response); "
+        "a correct client sends (id, 0) after a network error (Java FetchSessionHandler.handleError). Upgrade the "
+        "client, and raise request.timeout.ms if its fetches time out; the error is self-healing if rare."
+    ),
+    ("INVALID_FETCH_SESSION_EPOCH", "concurrent_requests"): (
+        "Two fetches of one session were in flight at once (KAFKA-8052): upgrade Java clients to 2.3 or later, "
+        "which keep one fetch in flight per broker; other clients must serialise fetches per broker."
+    ),
+    ("INVALID_FETCH_SESSION_EPOCH", "epoch_skip"): (
+        "The client sent an epoch other than the one the broker expects next: a client bug; upgrade the client "
+        "library or turn its fetch sessions off."
+    ),
+    ("INVALID_FETCH_SESSION_EPOCH", "bad_wrap"): (
+        "After epoch 2147483647 the next epoch must be 1 (Kafka's FetchMetadata.nextEpoch), never 0 or negative: "
+        "fix the client's 32-bit epoch increment or upgrade the client library."
+    ),
+    ("INVALID_FETCH_SESSION_EPOCH", "unknown"): (
+        "Capture from before this session's previous requests (both directions) to see which epoch the broker "
+        "expected; usually self-healing, as the client then sends (id, 0)."
+    ),
+    ("FETCH_SESSION_TOPIC_ID_ERROR", "version_mismatch"): (
+        "The session was created with one Fetch version family (v13+ uses topic ids, v12 and older names) and "
+        "continued with the other, typical during a rolling upgrade or downgrade: finish the upgrade "
+        "(inter.broker.protocol.version / metadata.version) and use a client with KAFKA-13111 (3.1+)."
+    ),
+    ("FETCH_SESSION_TOPIC_ID_ERROR", "unknown"): (
+        "Capture the request that created this session to see its Fetch version; check for a rolling upgrade of "
+        "brokers or clients between Fetch v12 and v13."
+    ),
+    ("SESSION_CHURN", None): (
+        "Upgrade the client: this is the old Sarama bug (IBM/sarama PR #1644; current Sarama sends session id 0, "
+        f"epoch -1) and early platformatic/kafka (#316). Until then raise {SLOTS} so it cannot evict others."
+    ),
+    ("CACHE_FULL", None): (
+        f"Raise {SLOTS} on this broker and look for clients that create many sessions (SESSION_CHURN); Java "
+        "clients refused a session re-try a full fetch every time."
+    ),
+    ("EVICTION_PRESSURE", None): (
+        f"Raise {SLOTS} above the number of fetching consumers and followers on this broker (x8 shards since "
+        f"3.8) and fix the named clients; watch NumIncrementalFetchSessions and {METER}."
+    ),
+    ("SESSIONLESS_CLIENT", None): (
+        "Each fetch lists every partition both ways; a client with KIP-227 sessions (Apache Java client, franz-go, "
+        "kafka-python 2.1+) sends only changes. librdkafka, aiokafka, Sarama, kafkajs and kafka-go have no sessions."
+    ),
+    ("PARTITION_STARVATION", None): (
+        "Upgrade the broker to Kafka 3.0+ (KAFKA-12330: only partitions that returned records rotate), and raise "
+        "fetch.max.bytes or lower max.partition.fetch.bytes so one response can serve more partitions."
+    ),
+    ("RESPONSE_OVER_MAX_BYTES", None): (
+        "Apache brokers only exceed MaxBytes by the first record batch (KIP-74); check the broker implementation "
+        "and version, and fetch.max.bytes / message.max.bytes."
+    ),
+    ("SNAPSHOT_ERROR", None): (
+        "Check the leader's snapshots (SNAPSHOT_NOT_FOUND 98: the follower must re-fetch the latest snapshot; "
+        "POSITION_OUT_OF_RANGE 99: the follower must restart the transfer at position 0) and controller logs."
+    ),
+    ("REQUEST_MISSING", None): "Start the capture earlier, or accept that the first responses cannot be paired.",
+    ("RESPONSE_MISSING", None): (
+        "Capture both directions on the broker host and let the capture run past the last request; a "
+        "lost response also makes the client retry."
+    ),
+    ("CAPTURE_GAP", None): (
+        "The capture dropped packets: capture with a larger buffer (tcpdump -B 65536), a snaplen of 0 and a "
+        "port filter, or on the broker host."
+    ),
+    ("SESSIONS_NOT_GRANTED", None): (
+        "No action needed unless you expect incremental fetches: a broker without KIP-227 sessions (e.g. tansu) "
+        f"or with {SLOTS}=0 answers every session-creating fetch with session id 0."
+    ),
+}
+
+
+def advice(code: str, cause: str | None = None) -> str:
+    return ADVICE.get((code, cause)) or ADVICE.get((code, None)) or ""

@@ -1,0 +1,230 @@
+"""Why a session error happened: causes for errors 70 and 71 from the capture's evidence, never from guesses.
+
+Resolved at the end of the capture, because the evidence can come after the error (another session that
+failed in the same broker restart, a concurrent request the broker processed first).
+
+* FETCH_SESSION_ID_NOT_FOUND (70)
+  - closed_by_client: the client (or anyone) closed the session with a full request before using it again.
+  - broker_restart: the client reconnected, and every session on that broker that was used again failed on a
+    new connection, all after the last success of any of them (the broker lost its whole cache at once).
+  - evicted: the broker's cache (or the victim's shard) was full, as given by --cache-slots/--cache-shards or
+    inferred from the capture, and a newer session was created there between the victim's last success and
+    its error.
+  - unknown otherwise, with the evidence that would settle it.
+* INVALID_FETCH_SESSION_EPOCH (71)
+  - bad_wrap: the last accepted epoch was 2147483647 and the request carried 0 or a negative epoch.
+  - concurrent_requests: another request of the session was in flight when this one was sent (or the broker
+    answered through its "possible duplicate request" path, which echoes the session id).
+  - duplicate_request: the same (session id, epoch) was sent before and had been answered or lost.
+  - epoch_skip: the broker's expected epoch is known and the request carried another, never-sent epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fetchtool.sessions.cache import FetchSessionCache
+from fetchtool.sessions.errors import SessionIdOutOfRange
+from fetchtool.sessions.metadata import MAX_INT
+
+from .tracker import SentRequest, TrackedBroker, TrackedSession
+
+LATER = 4  # requests of the same session after a 71 kept as evidence
+
+
+@dataclass(slots=True)
+class PendingError:
+    """A session error waiting for its cause."""
+
+    ex: object  # Exchange
+    session: TrackedSession
+    expected_epoch: int | None
+    prev_success: SentRequest | None
+    prev_requests: tuple[SentRequest, ...]
+    reconnected: bool
+    later: list[SentRequest] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    cause: str
+    detail: str  # the evidence, as words for the finding's message
+    evicted_by: TrackedSession | None = None
+
+
+# -- 71 ------------------------------------------------------------------------------------------------------
+def epoch_cause(p: PendingError) -> Cause:
+    ex = p.ex
+    epoch = ex.session_epoch
+    last = p.prev_success
+    if last is not None and last.epoch == MAX_INT and epoch <= 0:
+        return Cause("bad_wrap", f"the previous accepted epoch was {MAX_INT} (frame {last.request_frame}) and the "
+                                 f"client sent {epoch} instead of 1")  # fmt: skip
+    same = [r for r in (*p.prev_requests, *p.later) if r.epoch == epoch and r.request_frame != ex.request_frame]
+    for other in same:
+        if _overlap(other, ex):
+            return Cause("concurrent_requests", f"the same session sent epoch {other.epoch} at frame "
+                                                f"{other.request_frame} while this request was in flight")  # fmt: skip
+    for other in p.prev_requests + tuple(p.later):
+        if other.request_frame != ex.request_frame and _overlap(other, ex):
+            return Cause("concurrent_requests", f"another request of the session (epoch {other.epoch}, frame "
+                                                f"{other.request_frame}) was in flight at the same time")  # fmt: skip
+    earlier = [r for r in p.prev_requests if r.epoch == epoch]
+    if earlier:
+        o = earlier[-1]
+        if o.response_frame is None:
+            how = "its response was never captured (lost)"
+        elif o.error_code:
+            how = f"it was answered with error {o.error_code} at frame {o.response_frame}"
+        else:
+            how = f"the broker answered it at frame {o.response_frame}"
+        return Cause("duplicate_request", f"epoch {epoch} was already sent at frame {o.request_frame} and {how}")
+    if ex.response_session_id and ex.response_session_id == ex.session_id:
+        return Cause("concurrent_requests", "the broker answered through its 'possible duplicate request' path "
+                                            "(error with the session id echoed): another request raced this one")
+    if p.expected_epoch is not None:
+        return Cause("epoch_skip", f"the broker expected epoch {p.expected_epoch} and the client sent {epoch}")
+    return Cause("unknown", "the capture does not show this session's earlier requests, so the epoch the broker "
+                            "expected is unknown; a capture starting earlier would settle it")  # fmt: skip
+
+
+def _overlap(other: SentRequest, ex) -> bool:
+    """Were both requests outstanding at the same time (one sent before the other's response arrived)?"""
+    if other.file != ex.file or other.request_frame is None or ex.request_frame is None:
+        return False
+    if other.request_frame < ex.request_frame:
+        return other.response_frame is not None and other.response_frame > ex.request_frame
+    return ex.response_frame is not None and ex.response_frame > other.request_frame
+
+
+# -- 70 ------------------------------------------------------------------------------------------------------
+class NotFoundResolver:
+    """Causes for FETCH_SESSION_ID_NOT_FOUND on one analysis (all brokers)."""
+
+    def __init__(self, brokers: dict[str, TrackedBroker], sessions: list[TrackedSession],
+                 cache_slots: int | None, cache_shards: int | None) -> None:  # fmt: skip
+        self.brokers = brokers
+        self.by_broker: dict[str, list[TrackedSession]] = {}
+        for s in sessions:
+            self.by_broker.setdefault(s.broker, []).append(s)
+        self.slots = cache_slots
+        self.shards = cache_shards if cache_shards else (8 if cache_slots is not None else None)
+        self._cache = FetchSessionCache(cache_slots, self.shards, record_events=False) if cache_slots is not None else None
+        self._peak: dict[str, int] = {}
+
+    def cause(self, p: PendingError) -> Cause:
+        s, ex = p.session, p.ex
+        if s.closed_ts is not None and ex.ts is not None and s.closed_ts <= ex.ts:
+            return Cause("closed_by_client", f"session {s.session_id} was closed by a full request at frame "
+                                             f"{s.end_frame} before this incremental request")  # fmt: skip
+        if s.end_reason == "every partition was forgotten":
+            return Cause("closed_by_client", f"the broker dropped session {s.session_id} at frame {s.end_frame} "
+                                             "because the client forgot every partition")  # fmt: skip
+        restart = self._restart(p)
+        if restart is not None:
+            return restart
+        evicted = self._evicted(p)
+        if evicted is not None:
+            return evicted
+        if p.prev_success is None:
+            return Cause("unknown", "the capture holds no successful request of this session; a capture covering "
+                                    "its creation and last success would settle it")  # fmt: skip
+        hint = "--cache-slots/--cache-shards (the broker's cache size)" if self.slots is None else "a longer capture"
+        return Cause("unknown", "no restart, close or full cache is visible between its last success at frame "
+                                f"{p.prev_success.response_frame} and this error; {hint} or the broker's eviction "
+                                "metric would settle it")  # fmt: skip
+
+    # broker_restart: the whole cache vanished at once, after the connections were re-established.
+    def _restart(self, p: PendingError) -> Cause | None:
+        s = p.session
+        if not s.error_conn_changed or s.last_success is None:
+            return None
+        peers = [t for t in self.by_broker[s.broker] if t.error_ts is not None and t.error_conn_changed
+                 and t.last_success is not None]  # fmt: skip
+        group = [t for t in peers if t.error_ts >= s.last_success.ts and t.last_success.ts <= s.error_ts]
+        window_start = max(t.last_success.ts for t in group)
+        window_end = min(t.error_ts for t in group)
+        if window_start > window_end:
+            return None
+        members = {id(t) for t in group}
+        for t in self.by_broker[s.broker]:
+            if id(t) in members:
+                continue
+            created = t.created_ts if t.created_ts is not None else float("-inf")
+            if created > window_start or (t.closed_ts is not None and t.closed_ts <= window_start):
+                continue
+            if t.last_request_ts is not None and t.last_request_ts > window_end:
+                return None  # a session from before survived: the broker kept its cache
+        n = len(group)
+        return Cause("broker_restart", f"{'all ' + str(n) + ' sessions' if n > 1 else 'the only session'} on "
+                                       f"{s.broker} failed at once after the clients reconnected")  # fmt: skip
+
+    # evicted: a full cache (or shard) and a newer session created between the victim's last success and its error.
+    def _evicted(self, p: PendingError) -> Cause | None:
+        s = p.session
+        last = s.last_success
+        if last is None or last.ts is None or s.error_ts is None:
+            return None
+        broker = self.brokers[s.broker]
+        for n in broker.created:
+            if n is s or n.created_ts is None or not (last.ts < n.created_ts <= s.error_ts):
+                continue
+            if self._cache is not None:
+                shard_n, shard_s = self._shard(n.session_id), self._shard(s.session_id)
+                if shard_n is None or shard_n is not shard_s:
+                    continue
+                live = self._presumed_live(s.broker, n, shard_n)
+                if live >= shard_n.max_entries:
+                    return Cause("evicted", f"the cache shard held {live} sessions, its limit of "
+                                            f"{shard_n.max_entries} ({self.slots} slots / {self.shards} shards), when "
+                                            f"session {n.session_id} was created at frame "
+                                            f"{n.created_response_frame}", n)  # fmt: skip
+            else:
+                peak = self._peak_of(s.broker)
+                live = self._certainly_live(s.broker, n.created_ts, exclude=s)
+                # A one-session 'limit' says nothing about the cache size: ask for --cache-slots instead.
+                if live >= peak >= 2:
+                    return Cause("evicted", f"the broker's cache was at its observed limit of {peak} sessions when "
+                                            f"session {n.session_id} was created at frame "
+                                            f"{n.created_response_frame}", n)  # fmt: skip
+        return None
+
+    def _shard(self, session_id: int):
+        try:
+            return self._cache.get_cache_shard(session_id)
+        except SessionIdOutOfRange:
+            return None
+
+    def _presumed_live(self, broker: str, newcomer: TrackedSession, shard) -> int:
+        """Sessions the broker held just before `newcomer` was created, in its shard (as far as the capture shows)."""
+        t = newcomer.created_ts
+        count = 0
+        for x in self.by_broker[broker]:
+            if x is newcomer or self._shard(x.session_id) is not shard:
+                continue
+            created = x.created_ts if x.created_ts is not None else float("-inf")
+            if created >= t:
+                continue
+            gone = [v for v in (x.closed_ts, x.error_ts) if v is not None]
+            if gone and min(gone) < t:
+                continue
+            count += 1
+        return count
+
+    def _certainly_live(self, broker: str, t: float, exclude: TrackedSession | None = None) -> int:
+        """Sessions created by `t` and used successfully at or after `t`: they were all in the cache at `t`."""
+        n = 0
+        for x in self.by_broker[broker]:
+            if x is exclude or x.last_success is None:
+                continue
+            created = x.created_ts if x.created_ts is not None else float("-inf")
+            if created <= t <= x.last_success.ts:
+                n += 1
+        return n
+
+    def _peak_of(self, broker: str) -> int:
+        """The most sessions the capture shows in this broker's cache at once: its inferred slot limit."""
+        if broker not in self._peak:
+            times = [x.created_ts for x in self.brokers[broker].created if x.created_ts is not None]
+            self._peak[broker] = max((self._certainly_live(broker, t) for t in times), default=0)
+        return self._peak[broker]

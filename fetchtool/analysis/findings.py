@@ -1,0 +1,388 @@
+"""Findings: what went wrong (or is wasteful) in a capture, each with its evidence, frames, cause and advice.
+
+`FindingsEngine.observe(observation)` takes the tracker's observations one by one (sans-IO); capture-quality
+events (orphan responses, TCP gaps) come in through `request_missing` / `capture_gap`. `finish(tracker)` resolves
+the causes that need later evidence and returns the findings, most severe first. Repetitive findings (a
+refused session on every fetch, a sessionless client) are aggregated per client and broker, with a count and the
+first frames, so a capture gives one finding per problem, not one alarm per fetch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fetchtool.sessions.errors import error_name
+
+from .advice import SEVERITY, advice
+from .causes import LATER, NotFoundResolver, PendingError, epoch_cause
+from .model import FULL, FULL_CREATE, INCREMENTAL, SESSIONLESS, SNAPSHOT, Finding
+from .tracker import Observation, SessionTracker
+
+MAX_FRAMES = 20
+SESSIONLESS_PARTITIONS = 100  # a sessionless client listing at least this many partitions per fetch is flagged
+CHURN_SESSIONS = 5  # sessions created by one client on one broker, without incremental use, to call it churn
+STARVATION_RUNS = 5  # full responses in a row that leave out a partition with data
+FULL_RESPONSE = 0.9  # a response whose records reach this share of MaxBytes is "full" (KIP-74)
+IN_FLIGHT_GRACE = 1.0  # seconds past MaxWaitMs before an unanswered request at the capture's end counts
+
+
+@dataclass(slots=True)
+class _Agg:
+    """An aggregated finding under construction: the first exchange, a count and the first frames."""
+
+    ex: object
+    count: int = 0
+    frames: list[int] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    def add(self, frame: int | None) -> None:
+        self.count += 1
+        if frame is not None and len(self.frames) < MAX_FRAMES:
+            self.frames.append(frame)
+
+
+@dataclass(slots=True)
+class _PairStats:
+    """Per (client, broker): request kinds and sessions, for churn and sessionless findings."""
+
+    first: object
+    created: int = 0
+    incremental: int = 0
+    full: int = 0
+    sessionless: int = 0
+    sessionless_max_partitions: int = 0
+    sessionless_frames: list[int] = field(default_factory=list)
+    created_frames: list[int] = field(default_factory=list)
+    starvation: dict | None = None  # partition -> [fetch_offset, high_watermark, runs, first_frame]; after 1st full response
+    starved: dict = field(default_factory=dict)  # partition -> (first exchange, frames)
+
+
+class FindingsEngine:
+    def __init__(self, cache_slots: int | None = None, cache_shards: int | None = None) -> None:
+        self.cache_slots = cache_slots
+        self.cache_shards = cache_shards
+        self.findings: list[Finding] = []
+        self.pending_70: list[PendingError] = []
+        self.pending_71: list[PendingError] = []
+        self._watch: dict[tuple, list[PendingError]] = {}
+        self._refused: dict[tuple, _Agg] = {}
+        self._pairs: dict[tuple, _PairStats] = {}
+        self._missing: dict[tuple, list] = {}
+        self._over_max: dict[tuple, _Agg] = {}
+        self._snapshot_next: dict[tuple, int] = {}
+        self._snapshot_errors: dict[tuple, _Agg] = {}
+        self._quality: dict[tuple, _Agg] = {}
+        self.last_ts: float | None = None
+
+    # -- streaming -----------------------------------------------------------------------------------------
+    def observe(self, obs: Observation) -> None:
+        ex = obs.exchange
+        ts = ex.response_ts or ex.ts
+        if ts is not None and (self.last_ts is None or ts > self.last_ts):
+            self.last_ts = ts
+        if ex.response_partitions is None and ex.error_code is None:
+            self._missing.setdefault((ex.client, ex.broker), []).append(ex)
+        if obs.kind == SNAPSHOT:
+            self._snapshot(obs)
+            return
+        s = obs.session
+        if s is not None and obs.kind == INCREMENTAL:
+            waiting = self._watch.get(s.key)
+            if waiting:
+                for p in waiting:
+                    if p.ex is not ex and len(p.later) < LATER:
+                        p.later.append(s.recent[-1])
+                self._watch[s.key] = [p for p in waiting if len(p.later) < LATER]
+        err = ex.error_code
+        if err and s is not None and obs.kind == INCREMENTAL:
+            pending = PendingError(ex, s, obs.expected_epoch, obs.prev_success, obs.prev_requests, obs.reconnected)
+            if err == 70:
+                self.pending_70.append(pending)
+            elif err == 71:
+                self.pending_71.append(pending)
+                self._watch.setdefault(s.key, []).append(pending)
+            elif err == 106:
+                self._topic_id_error(pending)
+        pair_key = (obs.client.host, obs.client.client_id, ex.broker)
+        st = self._pairs.get(pair_key)
+        if st is None:
+            st = self._pairs[pair_key] = _PairStats(ex)
+        kind = obs.kind
+        if kind == FULL_CREATE:
+            st.created += 1
+            st.full += 1
+            if len(st.created_frames) < MAX_FRAMES:
+                st.created_frames.append(ex.request_frame)
+        elif kind == FULL:
+            st.full += 1
+        elif kind == INCREMENTAL:
+            st.incremental += 1
+        elif kind == SESSIONLESS:
+            st.sessionless += 1
+            if ex.partitions > st.sessionless_max_partitions:
+                st.sessionless_max_partitions = ex.partitions
+            if ex.partitions >= SESSIONLESS_PARTITIONS and len(st.sessionless_frames) < MAX_FRAMES:
+                st.sessionless_frames.append(ex.request_frame)
+        if obs.refused:
+            agg = self._refused.get(pair_key)
+            if agg is None:
+                agg = self._refused[pair_key] = _Agg(ex)
+            agg.add(ex.request_frame)
+        if ex.response_partitions is not None and not err:
+            self._response_size(ex, pair_key)
+            self._starvation(ex, st)
+
+    def request_missing(self, file: str, frame: int | None, ts: float | None, client: str, broker: str,
+                        api_key: int | None = None) -> None:  # fmt: skip
+        """A response whose request is not in the capture (REQUEST_MISSING)."""
+        self._quality_event("REQUEST_MISSING", file, frame, ts, client, broker)
+
+    def capture_gap(self, file: str, frame: int | None, ts: float | None, client: str | None, broker: str | None,
+                    lost_bytes: int = 0, gaps: int = 1) -> None:  # fmt: skip
+        """Bytes the capture lost on a Kafka connection (CAPTURE_GAP); `gaps` when reported as a total."""
+        agg = self._quality_event("CAPTURE_GAP", file, frame, ts, client, broker)
+        agg.count += gaps - 1
+        agg.extra["lost_bytes"] = agg.extra.get("lost_bytes", 0) + lost_bytes
+
+    def _quality_event(self, code, file, frame, ts, client, broker) -> _Agg:
+        key = (code, file, client, broker)
+        agg = self._quality.get(key)
+        if agg is None:
+            agg = self._quality[key] = _Agg(dict(file=file, frame=frame, ts=ts, client=client, broker=broker))
+        agg.add(frame)
+        return agg
+
+    # -- per-exchange detectors ----------------------------------------------------------------------------
+    def _topic_id_error(self, p: PendingError) -> None:
+        ex, s = p.ex, p.session
+        family = "v13+ (topic ids)" if ex.api_version >= 13 else "v12 or older (topic names)"
+        if s.uses_topic_ids is not None and not s.before_capture and s.uses_topic_ids != (ex.api_version >= 13):
+            cause = "version_mismatch"
+            msg = (f"Session {s.session_id} was created with Fetch v{s.created_version} but this request is Fetch "
+                   f"v{ex.api_version}, {family}, so the broker rejects it with FETCH_SESSION_TOPIC_ID_ERROR.")
+        else:
+            cause = "unknown"
+            msg = (f"Fetch v{ex.api_version} request of session {s.session_id} got FETCH_SESSION_TOPIC_ID_ERROR; "
+                   "the capture does not show the Fetch version that created the session.")
+        self._add_ex("FETCH_SESSION_TOPIC_ID_ERROR", cause, ex, msg)
+
+    def _response_size(self, ex, pair_key) -> None:
+        if ex.api_key != 1 or ex.max_bytes is None or ex.api_version < 3:
+            return
+        total = 0
+        first = 0
+        for p in ex.response_partitions:
+            if p.records_bytes:
+                if not total:
+                    first = p.records_bytes
+                total += p.records_bytes
+        # KIP-74: the first non-empty partition may return one whole batch beyond every limit.
+        if total > max(ex.max_bytes, first):
+            agg = self._over_max.get(pair_key)
+            if agg is None:
+                agg = self._over_max[pair_key] = _Agg(ex, extra={"total": total, "max": ex.max_bytes})
+            agg.add(ex.response_frame)
+
+    def _starvation(self, ex, st: _PairStats) -> None:
+        if ex.api_key != 1 or not ex.max_bytes:
+            return
+        records = ex.records_bytes or 0
+        full = records >= FULL_RESPONSE * ex.max_bytes
+        state = st.starvation
+        if state is None:
+            if not full:
+                return  # nothing to watch until responses fill MaxBytes (keeps the common case cheap)
+            state = st.starvation = {}
+        for p in ex.request_partitions:
+            k = (p.topic_id or p.topic, p.partition)
+            e = state.get(k)
+            if e is None:
+                state[k] = [p.fetch_offset, -1, 0, None, p.topic or p.topic_id, p.partition]
+            else:
+                e[0] = p.fetch_offset
+        for p in ex.forgotten_partitions:
+            state.pop((p.topic_id or p.topic, p.partition), None)
+        served = set()
+        for p in ex.response_partitions:
+            k = (p.topic_id or p.topic, p.partition)
+            e = state.get(k)
+            if e is None:
+                continue
+            e[1] = p.high_watermark
+            if p.records_bytes:
+                e[2] = 0
+                e[3] = None
+                served.add(k)
+        if not full:
+            return
+        for k, e in state.items():
+            if k in served or e[1] <= e[0] or e[0] < 0:
+                continue
+            e[2] += 1
+            if e[3] is None:
+                e[3] = ex.response_frame
+            if e[2] == STARVATION_RUNS and k not in st.starved:
+                st.starved[k] = (ex, e[3], e[4], e[5])
+
+    def _snapshot(self, obs: Observation) -> None:
+        ex = obs.exchange
+        if ex.response_partitions is None:
+            return
+        sent = {(p.topic_id or p.topic, p.partition): p for p in ex.request_partitions}
+        for rp in ex.response_partitions:
+            k = (rp.topic_id or rp.topic, rp.partition)
+            rq = sent.get(k)
+            name = f"{rp.topic or rp.topic_id}-{rp.partition}"
+            tkey = (obs.client.host, obs.client.client_id, ex.broker, k)
+            if rp.error_code:
+                self._snapshot_error(ex, tkey + (rp.error_code,), f"FetchSnapshot of {name} failed with "
+                                     f"{error_name(rp.error_code)} ({rp.error_code}).")  # fmt: skip
+                self._snapshot_next.pop(tkey, None)
+                continue
+            if rq is None:
+                continue
+            expected = self._snapshot_next.get(tkey)
+            if expected is not None and rq.fetch_offset not in (expected, 0):
+                self._snapshot_error(ex, tkey + ("position",), f"FetchSnapshot of {name} asked for position "
+                                     f"{rq.fetch_offset} but the transfer had reached {expected}.")  # fmt: skip
+            nxt = rp.log_start_offset + rp.records_bytes  # response Position + chunk
+            if rp.high_watermark >= 0 and nxt >= rp.high_watermark:
+                self._snapshot_next.pop(tkey, None)  # transfer complete
+            else:
+                self._snapshot_next[tkey] = nxt
+
+    def _snapshot_error(self, ex, key, message) -> None:
+        agg = self._snapshot_errors.get(key)
+        if agg is None:
+            agg = self._snapshot_errors[key] = _Agg(ex, extra={"message": message})
+        agg.add(ex.response_frame)
+
+    # -- end of capture ------------------------------------------------------------------------------------
+    def finish(self, tracker: SessionTracker) -> list[Finding]:
+        resolver = NotFoundResolver(tracker.brokers, tracker.sessions, self.cache_slots, self.cache_shards)
+        evicted: dict[str, list] = {}
+        for p in self.pending_70:
+            c = resolver.cause(p)
+            s = p.session
+            if p.session.end_reason == "FETCH_SESSION_ID_NOT_FOUND" or s.end in ("lost",):
+                if c.cause == "evicted":
+                    s.end, s.end_reason = "evicted", c.detail
+                elif c.cause == "broker_restart":
+                    s.end_reason = "broker restart"
+            if c.cause == "evicted":
+                evicted.setdefault(s.broker, []).append((p, c))
+            msg = (f"Incremental fetch of session {s.session_id} (epoch {p.ex.session_epoch}) got "
+                   f"FETCH_SESSION_ID_NOT_FOUND: {c.detail}.")
+            self._add_ex("FETCH_SESSION_ID_NOT_FOUND", c.cause, p.ex, msg)
+        for p in self.pending_71:
+            c = epoch_cause(p)
+            msg = (f"Incremental fetch of session {p.session.session_id} with epoch {p.ex.session_epoch} got "
+                   f"INVALID_FETCH_SESSION_EPOCH: {c.detail}.")
+            self._add_ex("INVALID_FETCH_SESSION_EPOCH", c.cause, p.ex, msg)
+        self._eviction_pressure(evicted, tracker)
+        self._pair_findings(tracker)
+        self._aggregates()
+        return sorted(self.findings, key=lambda f: f.sort_key)
+
+    def _eviction_pressure(self, evicted: dict[str, list], tracker: SessionTracker) -> None:
+        for broker, victims in evicted.items():
+            evictors: dict[tuple, int] = {}
+            for _, c in victims:
+                n = c.evicted_by
+                evictors[(n.client_key, n.client)] = evictors.get((n.client_key, n.client), 0) + 1
+            ranked = sorted(evictors.items(), key=lambda kv: -kv[1])
+            names = ", ".join(f"{(k[0][1] or '?')}@{k[1]} ({v})" for k, v in ranked[:5])
+            first_p = victims[0][0]
+            b = tracker.brokers[broker]
+            msg = (f"Broker {broker} evicted {len(victims)} session(s) because its cache was full while "
+                   f"{len(b.created)} sessions were created in the capture; likely evictors: {names}.")
+            top_key, top_client = ranked[0][0]
+            self.findings.append(Finding(
+                code="EVICTION_PRESSURE", severity=SEVERITY["EVICTION_PRESSURE"], cause=None, client=top_client,
+                client_id=top_key[1], broker=broker, session_id=None, epoch=None, file=first_p.ex.file,
+                request_frame=first_p.ex.request_frame, response_frame=first_p.ex.response_frame, ts=first_p.ex.ts,
+                message=msg, advice=advice("EVICTION_PRESSURE"), count=len(victims),
+                frames=tuple(p.ex.response_frame for p, _ in victims if p.ex.response_frame is not None)[:MAX_FRAMES],
+            ))  # fmt: skip
+
+    def _pair_findings(self, tracker: SessionTracker) -> None:
+        for (host, client_id, broker), st in self._pairs.items():
+            ex = st.first
+            if st.created >= CHURN_SESSIONS and st.incremental * 10 <= st.created:
+                msg = (f"Client {client_id or '?'} ({host}) created {st.created} sessions on {broker} with "
+                       f"{st.created} full fetches and {st.incremental} incremental ones: it opens a new session "
+                       "on every fetch and never uses it.")
+                self._add_agg("SESSION_CHURN", None, ex, msg, st.created, st.created_frames)
+            if st.sessionless and st.sessionless_max_partitions >= SESSIONLESS_PARTITIONS:
+                msg = (f"Client {client_id or '?'} ({host}) sent {st.sessionless} sessionless fetches to {broker} "
+                       f"listing up to {st.sessionless_max_partitions} partitions each, every partition in both "
+                       "directions every time.")
+                self._add_agg("SESSIONLESS_CLIENT", None, ex, msg, st.sessionless, st.sessionless_frames)
+            for (_k, (sex, first_frame, topic, partition)) in st.starved.items():
+                msg = (f"Partition {topic}-{partition} had data (high watermark above the fetch offset) but was "
+                       f"left out of {STARVATION_RUNS} full responses in a row from {broker} (KIP-74 starvation).")
+                frames = [f for f in (first_frame, sex.response_frame) if f is not None]
+                self._add_agg("PARTITION_STARVATION", None, sex, msg, STARVATION_RUNS, frames)
+        for (host, client_id, broker), agg in self._refused.items():
+            b = tracker.brokers[broker]
+            if b.granted:
+                msg = (f"Broker {broker} answered {agg.count} session-creating fetch(es) from {client_id or '?'} "
+                       f"({host}) with session id 0: no free slot in its fetch session cache.")
+                self._add_agg("CACHE_FULL", None, agg.ex, msg, agg.count, agg.frames)
+        for broker, b in tracker.brokers.items():
+            if b.granted or not b.refused:
+                continue
+            aggs = [a for (h, c, br), a in self._refused.items() if br == broker]
+            first = min(aggs, key=lambda a: a.ex.ts or 0).ex
+            frames = [f for a in aggs for f in a.frames][:MAX_FRAMES]
+            msg = (f"Broker {broker} never granted a fetch session: all {b.refused} session-creating fetches from "
+                   f"{len(aggs)} client(s) got session id 0, so every fetch is a full fetch.")
+            f = self._finding("SESSIONS_NOT_GRANTED", None, first, msg, count=b.refused, frames=frames)
+            self.findings.append(f)
+
+    def _aggregates(self) -> None:
+        for agg in self._over_max.values():
+            msg = (f"Response records ({agg.extra['total']} bytes) exceeded the request's MaxBytes "
+                   f"({agg.extra['max']}) by more than the first record batch, in {agg.count} response(s).")
+            self._add_agg("RESPONSE_OVER_MAX_BYTES", None, agg.ex, msg, agg.count, agg.frames)
+        for agg in self._snapshot_errors.values():
+            msg = agg.extra["message"] + (f" ({agg.count} times)" if agg.count > 1 else "")
+            self._add_agg("SNAPSHOT_ERROR", None, agg.ex, msg, agg.count, agg.frames)
+        for (client, broker), rows in self._missing.items():
+            end = self.last_ts
+            late = [ex for ex in rows if end is None or ex.ts is None
+                    or ex.ts + (ex.max_wait_ms or 0) / 1000 + IN_FLIGHT_GRACE < end]  # fmt: skip
+            if not late:
+                continue  # only requests still in flight when the capture stopped
+            msg = (f"{len(late)} request(s) from {client} to {broker} have no response in the capture "
+                   f"(first at frame {late[0].request_frame}).")
+            self._add_agg("RESPONSE_MISSING", None, late[0], msg, len(late), [e.request_frame for e in late])
+        for (code, file, client, broker), agg in self._quality.items():
+            first = agg.ex
+            if code == "CAPTURE_GAP":
+                msg = (f"The capture lost {agg.extra.get('lost_bytes', 0)} bytes in {agg.count} gap(s) on the "
+                       f"connection {client} -> {broker}; exchanges there may be missing.")
+            else:
+                msg = (f"{agg.count} response(s) from {broker} to {client} have no request in the capture (first at "
+                       f"frame {first['frame']}).")
+            self.findings.append(Finding(
+                code=code, severity=SEVERITY[code], cause=None, client=client, client_id=None, broker=broker,
+                session_id=None, epoch=None, file=file, request_frame=None, response_frame=first["frame"],
+                ts=first["ts"], message=msg, advice=advice(code), count=agg.count, frames=tuple(agg.frames),
+            ))  # fmt: skip
+
+    # -- building ------------------------------------------------------------------------------------------
+    def _finding(self, code, cause, ex, message, count=1, frames=()) -> Finding:
+        return Finding(
+            code=code, severity=SEVERITY[code], cause=cause, client=ex.client, client_id=ex.client_id,
+            broker=ex.broker, session_id=ex.session_id, epoch=ex.session_epoch, file=ex.file,
+            request_frame=ex.request_frame, response_frame=ex.response_frame, ts=ex.ts, message=message,
+            advice=advice(code, cause), count=count, frames=tuple(f for f in frames if f is not None),
+        )  # fmt: skip
+
+    def _add_ex(self, code, cause, ex, message) -> None:
+        frames = [f for f in (ex.request_frame, ex.response_frame) if f is not None]
+        self.findings.append(self._finding(code, cause, ex, message, 1, frames))
+
+    def _add_agg(self, code, cause, ex, message, count, frames) -> None:
+        self.findings.append(self._finding(code, cause, ex, message, count, frames))

@@ -1,0 +1,197 @@
+"""What an analysis produces: frozen records for findings, sessions, clients and brokers.
+
+These are the objects the reports render and the `analyze --format json` contract (design.md) serialises.
+Every record has `to_json()` giving exactly the JSON object of the contract (extra keys are extensions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
+
+# Request kinds, as a support engineer would name them.
+SESSIONLESS = "sessionless"  # (0, -1) or Fetch < v7: never creates a session
+FULL = "full"  # (0, 0) or (id, 0) that did not get a session
+FULL_CREATE = "full_create"  # a full request whose response created a session
+INCREMENTAL = "incremental"  # (id, n > 0) (and the anomalous n <= -2)
+CLOSE = "close"  # (id, -1): close the session, no new one
+SNAPSHOT = "snapshot"  # FetchSnapshot (KIP-630)
+REQUEST_KINDS = (SESSIONLESS, FULL, FULL_CREATE, INCREMENTAL, CLOSE, SNAPSHOT)
+
+# How a session ended.
+ALIVE, CLOSED, EVICTED, LOST = "alive", "closed", "evicted", "lost"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    code: str
+    severity: str
+    cause: str | None
+    client: str | None
+    client_id: str | None
+    broker: str | None
+    session_id: int | None
+    epoch: int | None
+    file: str | None
+    request_frame: int | None
+    response_frame: int | None
+    ts: float | None
+    message: str
+    advice: str
+    # Extensions: aggregated findings (one per client/broker rather than one per fetch) count their
+    # occurrences and list the first frames, so the engineer can jump to them in Wireshark.
+    count: int = 1
+    frames: tuple[int, ...] = ()
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["frames"] = list(self.frames)
+        return d
+
+    @property
+    def sort_key(self) -> tuple:
+        return (SEVERITY_ORDER.get(self.severity, 9), self.ts if self.ts is not None else float("inf"), self.code)
+
+
+@dataclass(frozen=True, slots=True)
+class EpochStep:
+    """One request of a session and what the broker did with it."""
+
+    kind: str
+    epoch: int  # the epoch the request carried
+    file: str
+    request_frame: int | None
+    response_frame: int | None
+    ts: float | None
+    conn: int
+    error_code: int | None  # None: response not captured
+    sent: int  # partitions in the request
+    added: int  # partitions new to the session
+    forgotten: int
+    returned: int | None  # partitions in the response
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLife:
+    """One broker session from creation (or first sight) to its end, with the frames that show it."""
+
+    broker: str
+    session_id: int
+    client: str | None  # "ip:port" of the connection that created (or first used) it
+    client_id: str | None
+    file: str
+    created_request_frame: int | None  # the full request that created it (None: alive before the capture)
+    created_response_frame: int | None
+    created_ts: float | None
+    created_version: int | None
+    started_before_capture: bool
+    first_partitions: int  # partitions in the creating request (or first request seen)
+    partitions: int  # partitions in the session at its end
+    max_partitions: int
+    incremental_requests: int
+    errors: int
+    last_epoch: int | None  # last epoch the broker accepted
+    end: str  # alive | closed | evicted | lost
+    end_reason: str | None  # e.g. "closed by (id, -1) request", "evicted", "broker_restart"
+    end_frame: int | None
+    end_ts: float | None
+    connections: int
+    steps: tuple[EpochStep, ...] = ()
+    steps_dropped: int = 0  # steps beyond the per-session cap (memory bound)
+
+    def to_json(self, with_steps: bool = False) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "steps"}
+        if with_steps:
+            d["steps"] = [s.to_json() for s in self.steps]
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSummary:
+    """A client: one client id from one host, over any number of connections and brokers."""
+
+    client_id: str | None
+    host: str
+    addresses: tuple[str, ...]  # "ip:port" of each connection
+    brokers: tuple[str, ...]
+    software: tuple[str, ...]  # from ApiVersions v3+ (name/version)
+    fetch_versions: dict[str, int]  # "v12" -> requests
+    request_kinds: dict[str, int]
+    exchanges: int
+    sessions: tuple[tuple[str, int], ...]  # (broker, session id)
+    errors: dict[str, int]  # top-level error code -> count
+
+    @property
+    def label(self) -> str:
+        return f"{self.client_id or '?'}@{self.host}"
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["addresses"] = list(self.addresses)
+        d["client"] = self.addresses[0] if self.addresses else self.host
+        d["brokers"] = list(self.brokers)
+        d["software"] = list(self.software)
+        d["sessions"] = [{"broker": b, "session_id": s} for b, s in self.sessions]
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSummary:
+    broker: str
+    exchanges: int
+    clients: int
+    sessions_created: int
+    sessions_seen: int
+    max_live_sessions: int  # most sessions known to be in its cache at once (a lower bound)
+    refused_creations: int  # session-creating requests answered with session id 0
+    errors: dict[str, int]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureSummary:
+    files: tuple[str, ...]
+    exchanges: int
+    fetch_exchanges: int
+    snapshot_exchanges: int
+    first_ts: float | None
+    last_ts: float | None
+    request_bytes: int
+    response_bytes: int
+    records_bytes: int
+    decode: dict = field(default_factory=dict)  # the decoder's report (packets, gaps, warnings) when known
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["files"] = list(self.files)
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """Everything `fetchtool analyze` reports."""
+
+    capture: CaptureSummary
+    brokers: tuple[BrokerSummary, ...]
+    clients: tuple[ClientSummary, ...]
+    sessions: tuple[SessionLife, ...]
+    findings: tuple[Finding, ...]
+    savings: dict
+
+    def to_json(self) -> dict:
+        """The `analyze --format json` contract."""
+        return {
+            "capture": self.capture.to_json(),
+            "brokers": [b.to_json() for b in self.brokers],
+            "clients": [c.to_json() for c in self.clients],
+            "sessions": [s.to_json() for s in self.sessions],
+            "findings": [f.to_json() for f in self.findings],
+            "savings": self.savings,
+        }

@@ -1,0 +1,416 @@
+"""The session tracker: decoded exchanges in, the life of every fetch session and every client out.
+
+Sans-IO: `SessionTracker.feed(exchange)` takes one Exchange at a time (in request order, as the decoder yields
+them) and returns an `Observation` saying what the exchange did to which session; `finish()` gives the
+summaries. State is per session and per client, never per partition row, so memory stays bounded on big
+captures. Kafka's session rules (what is full, which epoch comes next) come from fetchtool.sessions.
+
+Sessions are keyed by (broker, session id): the broker does not bind a session to a connection or principal,
+so a session survives a reconnect, and a client may hold sessions on several brokers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass
+
+from fetchtool.exchange import FETCH, FETCH_SNAPSHOT, Exchange
+from fetchtool.sessions.metadata import FINAL_EPOCH, INITIAL_EPOCH, FetchMetadata, next_epoch
+
+from .model import (
+    ALIVE,
+    CLOSE,
+    CLOSED,
+    FULL,
+    FULL_CREATE,
+    INCREMENTAL,
+    LOST,
+    SESSIONLESS,
+    SNAPSHOT,
+    BrokerSummary,
+    ClientSummary,
+    EpochStep,
+    SessionLife,
+)
+
+FETCH_SESSION_ID_NOT_FOUND = 70
+MAX_STEPS = 2000  # per session; the rest is counted, not kept (memory bound on long captures)
+RECENT = 16  # requests per session kept for duplicate / concurrency evidence
+
+
+def host_of(address: str) -> str:
+    return address.rsplit(":", 1)[0]
+
+
+def partition_key(p) -> tuple:
+    """A partition's identity within a session: by topic id when on the wire (v13+), else by name."""
+    return (p.topic_id or p.topic, p.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class SentRequest:
+    """A request of a session, kept briefly as evidence (duplicates, requests in flight)."""
+
+    epoch: int
+    file: str
+    request_frame: int | None
+    response_frame: int | None
+    ts: float | None
+    response_ts: float | None
+    conn: int
+    error_code: int | None
+
+
+class TrackedSession:
+    """A session's mutable state while the capture is read (one per (broker, session id))."""
+
+    __slots__ = (
+        "broker", "session_id", "client_key", "client", "client_id", "file", "created_request_frame",
+        "created_response_frame", "created_ts", "created_version", "before_capture", "first_partitions",
+        "parts", "max_parts", "incremental", "errors", "last_epoch", "expected_epoch", "end", "end_reason",
+        "end_frame", "end_ts", "conns", "steps", "dropped", "last_success", "last_request_ts", "recent",
+        "closed_ts", "error_ts", "error_conn_changed", "uses_topic_ids", "last_conn",
+    )  # fmt: skip
+
+    def __init__(self, broker: str, session_id: int, ex: Exchange, client_key: tuple) -> None:
+        self.broker = broker
+        self.session_id = session_id
+        self.client_key = client_key
+        self.client = ex.client
+        self.client_id = ex.client_id
+        self.file = ex.file
+        self.created_request_frame = self.created_response_frame = self.created_ts = None
+        self.created_version = None
+        self.before_capture = False
+        self.first_partitions = ex.partitions
+        self.parts: set = set()
+        self.max_parts = 0
+        self.incremental = 0
+        self.errors = 0
+        self.last_epoch: int | None = None
+        self.expected_epoch: int | None = None  # the epoch the broker expects next (None: unknown)
+        self.end = ALIVE
+        self.end_reason: str | None = None
+        self.end_frame: int | None = None
+        self.end_ts: float | None = None
+        self.conns: set[int] = {ex.conn}
+        self.steps: list[EpochStep] = []
+        self.dropped = 0
+        self.last_success: SentRequest | None = None
+        self.last_request_ts: float | None = None
+        self.recent: deque[SentRequest] = deque(maxlen=RECENT)
+        self.closed_ts: float | None = None  # when a full request named it (the broker removed it)
+        self.error_ts: float | None = None  # first FETCH_SESSION_ID_NOT_FOUND
+        self.error_conn_changed = False  # that error came on another connection than the last success
+        self.uses_topic_ids: bool | None = None
+        self.last_conn = ex.conn
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.broker, self.session_id)
+
+    @property
+    def live(self) -> bool:
+        return self.end == ALIVE
+
+    def life(self) -> SessionLife:
+        return SessionLife(
+            broker=self.broker, session_id=self.session_id, client=self.client, client_id=self.client_id,
+            file=self.file, created_request_frame=self.created_request_frame,
+            created_response_frame=self.created_response_frame, created_ts=self.created_ts,
+            created_version=self.created_version, started_before_capture=self.before_capture,
+            first_partitions=self.first_partitions, partitions=len(self.parts), max_partitions=self.max_parts,
+            incremental_requests=self.incremental, errors=self.errors, last_epoch=self.last_epoch, end=self.end,
+            end_reason=self.end_reason, end_frame=self.end_frame, end_ts=self.end_ts,
+            connections=len(self.conns), steps=tuple(self.steps), steps_dropped=self.dropped,
+        )  # fmt: skip
+
+
+class TrackedClient:
+    __slots__ = ("client_id", "host", "addresses", "brokers", "software", "versions", "kinds", "exchanges",
+                 "sessions", "errors", "conns")  # fmt: skip
+
+    def __init__(self, client_id: str | None, host: str) -> None:
+        self.client_id = client_id
+        self.host = host
+        self.addresses: dict[str, None] = {}
+        self.brokers: dict[str, None] = {}
+        self.software: dict[str, None] = {}
+        self.versions: Counter = Counter()
+        self.kinds: Counter = Counter()
+        self.exchanges = 0
+        self.sessions: dict[tuple[str, int], None] = {}
+        self.errors: Counter = Counter()
+        self.conns: dict[str, int] = {}  # broker -> last connection used
+
+    def summary(self) -> ClientSummary:
+        return ClientSummary(
+            client_id=self.client_id, host=self.host, addresses=tuple(self.addresses), brokers=tuple(self.brokers),
+            software=tuple(self.software), fetch_versions={f"v{v}": n for v, n in sorted(self.versions.items())},
+            request_kinds=dict(self.kinds), exchanges=self.exchanges, sessions=tuple(self.sessions),
+            errors={str(k): v for k, v in sorted(self.errors.items())},
+        )  # fmt: skip
+
+
+class TrackedBroker:
+    __slots__ = ("broker", "exchanges", "clients", "created", "sessions", "live", "max_live", "refused", "errors",
+                 "granted")  # fmt: skip
+
+    def __init__(self, broker: str) -> None:
+        self.broker = broker
+        self.exchanges = 0
+        self.clients: set[tuple] = set()
+        self.created: list[TrackedSession] = []  # sessions created in the capture, in creation order
+        self.sessions: dict[int, TrackedSession] = {}  # latest session per id
+        self.live = 0
+        self.max_live = 0
+        self.refused = 0
+        self.errors: Counter = Counter()
+        self.granted = False  # ever answered with a session id (created or incremental)
+
+    def summary(self, seen: int) -> BrokerSummary:
+        return BrokerSummary(
+            broker=self.broker, exchanges=self.exchanges, clients=len(self.clients),
+            sessions_created=len(self.created), sessions_seen=seen, max_live_sessions=self.max_live,
+            refused_creations=self.refused, errors={str(k): v for k, v in sorted(self.errors.items())},
+        )  # fmt: skip
+
+
+@dataclass(slots=True)
+class Observation:
+    """What one exchange meant, with the session state just before it (the evidence findings need)."""
+
+    exchange: Exchange
+    kind: str
+    client: TrackedClient
+    broker: TrackedBroker
+    session: TrackedSession | None  # the session the request named (incremental / close), if any
+    created: TrackedSession | None  # the session the response created
+    expected_epoch: int | None  # what the broker expected before this request (None: unknown)
+    prev_success: SentRequest | None  # the session's last successful request before this one
+    prev_requests: tuple[SentRequest, ...]  # the session's recent requests before this one (errors only)
+    refused: bool  # a session-creating full request answered with session id 0 (no slot)
+    reconnected: bool  # the client used another connection to this broker than for its previous request
+
+
+class SessionTracker:
+    """Feed exchanges in request order; read sessions, clients and brokers at the end."""
+
+    def __init__(self) -> None:
+        self.clients: dict[tuple, TrackedClient] = {}
+        self.brokers: dict[str, TrackedBroker] = {}
+        self.sessions: list[TrackedSession] = []  # every session seen, in order of first sight
+
+    # -- feeding -------------------------------------------------------------------------------------------
+    def feed(self, ex: Exchange) -> Observation:
+        host = host_of(ex.client)
+        ckey = (host, ex.client_id)
+        client = self.clients.get(ckey)
+        if client is None:
+            client = self.clients[ckey] = TrackedClient(ex.client_id, host)
+        broker = self.brokers.get(ex.broker)
+        if broker is None:
+            broker = self.brokers[ex.broker] = TrackedBroker(ex.broker)
+        client.exchanges += 1
+        client.addresses[ex.client] = None
+        client.brokers[ex.broker] = None
+        if ex.client_software:
+            client.software[ex.client_software] = None
+        broker.exchanges += 1
+        broker.clients.add(ckey)
+        if ex.error_code:
+            client.errors[ex.error_code] += 1
+            broker.errors[ex.error_code] += 1
+        prev_conn = client.conns.get(ex.broker)
+        client.conns[ex.broker] = ex.conn
+        reconnected = prev_conn is not None and prev_conn != ex.conn
+
+        if ex.api_key == FETCH_SNAPSHOT:
+            client.kinds[SNAPSHOT] += 1
+            return Observation(ex, SNAPSHOT, client, broker, None, None, None, None, (), False, reconnected)
+        client.versions[ex.api_version] += 1
+
+        sid = ex.session_id or 0
+        epoch = ex.session_epoch if ex.session_epoch is not None else FINAL_EPOCH
+        meta = FetchMetadata(sid, epoch)
+        if meta.is_full:
+            return self._full(ex, meta, client, broker, ckey, reconnected)
+        return self._incremental(ex, meta, client, broker, ckey, reconnected)
+
+    def _full(self, ex, meta, client, broker, ckey, reconnected) -> Observation:
+        named = None
+        if meta.session_id:
+            # Any session named by a full request is closed by the broker (no ownership check).
+            named = broker.sessions.get(meta.session_id)
+            if named is not None and named.live:
+                how = "(id, -1)" if meta.epoch == FINAL_EPOCH else "(id, 0) (close and re-create)"
+                self._end(broker, named, CLOSED, f"closed by the client's {how} request", ex.request_frame, ex.ts)
+                named.closed_ts = ex.ts
+            if named is not None:
+                self._step(named, ex, CLOSE if meta.epoch == FINAL_EPOCH else FULL, 0, 0)
+        created = None
+        refused = False
+        if meta.epoch == FINAL_EPOCH:
+            kind = CLOSE if meta.session_id else SESSIONLESS
+        else:
+            kind = FULL
+            rsid = ex.response_session_id
+            if ex.error_code == 0 and rsid:
+                kind = FULL_CREATE
+                created = self._create(ex, rsid, client, broker, ckey)
+            elif ex.error_code == 0 and rsid == 0 and ex.response_partitions is not None:
+                throttled = (ex.throttle_time_ms or 0) > 0 and not ex.response_partitions and ex.partitions
+                if not throttled:
+                    refused = True
+                    broker.refused += 1
+        if ex.api_version < 7:
+            kind = SESSIONLESS
+        client.kinds[kind] += 1
+        return Observation(ex, kind, client, broker, named, created, None, None, (), refused, reconnected)
+
+    def _create(self, ex, rsid, client, broker, ckey) -> TrackedSession:
+        old = broker.sessions.get(rsid)
+        if old is not None and old.live:  # an id reused: the old one must be gone
+            self._end(broker, old, LOST, "its id was issued again to a new session", ex.response_frame, ex.ts)
+        s = TrackedSession(broker.broker, rsid, ex, ckey)
+        s.created_request_frame = ex.request_frame
+        s.created_response_frame = ex.response_frame
+        s.created_ts = ex.ts
+        s.created_version = ex.api_version
+        s.uses_topic_ids = ex.api_version >= 13
+        s.parts = {partition_key(p) for p in ex.request_partitions}
+        s.max_parts = len(s.parts)
+        s.expected_epoch = next_epoch(INITIAL_EPOCH)
+        s.last_epoch = INITIAL_EPOCH
+        sent = _sent(ex, INITIAL_EPOCH)
+        s.last_success = sent
+        s.last_request_ts = ex.ts
+        s.recent.append(sent)
+        self._step(s, ex, FULL_CREATE, len(s.parts), 0)
+        broker.sessions[rsid] = s
+        broker.created.append(s)
+        broker.granted = True
+        broker.live += 1
+        broker.max_live = max(broker.max_live, broker.live)
+        client.sessions[s.key] = None
+        self.sessions.append(s)
+        return s
+
+    def _incremental(self, ex, meta, client, broker, ckey, reconnected) -> Observation:
+        sid, epoch = meta.session_id, meta.epoch
+        client.kinds[INCREMENTAL] += 1
+        s = broker.sessions.get(sid) if sid else None
+        if s is None:
+            # Alive before the capture started (or never existed): reconstruct it from here on.
+            s = TrackedSession(broker.broker, sid, ex, ckey)
+            s.before_capture = True
+            s.uses_topic_ids = ex.api_version >= 13
+            broker.sessions[sid] = s
+            broker.live += 1
+            broker.max_live = max(broker.max_live, broker.live)
+            client.sessions[s.key] = None
+            self.sessions.append(s)
+        expected = s.expected_epoch
+        prev_success = s.last_success
+        err = ex.error_code
+        prev_requests = tuple(s.recent) if err else ()
+        conn_changed = s.last_conn != ex.conn
+        s.conns.add(ex.conn)
+        s.last_conn = ex.conn
+        s.last_request_ts = ex.ts
+        sent = _sent(ex, epoch)
+        s.recent.append(sent)
+        if err is None and ex.response_partitions is None:
+            # Response not captured: assume the broker processed it (the usual case for a lost response).
+            added, forgotten = self._apply(s, ex)
+            s.expected_epoch = next_epoch(epoch)
+            self._step(s, ex, INCREMENTAL, added, forgotten)
+            return Observation(ex, INCREMENTAL, client, broker, s, None, expected, prev_success, prev_requests,
+                               False, reconnected)  # fmt: skip
+        return self._after_incremental(ex, s, client, broker, epoch, expected, prev_success, prev_requests,
+                                       conn_changed, reconnected, sent)  # fmt: skip
+
+    def _after_incremental(self, ex, s, client, broker, epoch, expected, prev_success, prev_requests,
+                           conn_changed, reconnected, sent) -> Observation:  # fmt: skip
+        err = ex.error_code
+        if err == 0:
+            broker.granted = True
+            added, forgotten = self._apply(s, ex)
+            s.incremental += 1
+            s.last_epoch = epoch
+            s.expected_epoch = next_epoch(epoch)
+            s.last_success = sent
+            if s.before_capture and s.incremental == 1:
+                s.first_partitions = len(s.parts)
+            self._step(s, ex, INCREMENTAL, added, forgotten)
+            if ex.response_session_id == 0 and s.live:
+                # The broker dropped the session because the request left it empty.
+                self._end(broker, s, CLOSED, "every partition was forgotten", ex.response_frame, ex.ts)
+        elif err is not None:
+            s.errors += 1
+            self._step(s, ex, INCREMENTAL, 0, 0)
+            if err == FETCH_SESSION_ID_NOT_FOUND:
+                if s.error_ts is None:
+                    s.error_ts = ex.ts
+                    s.error_conn_changed = conn_changed
+                if s.live:
+                    self._end(broker, s, LOST, "FETCH_SESSION_ID_NOT_FOUND", ex.response_frame, ex.ts)
+        return Observation(ex, INCREMENTAL, client, broker, s, None, expected, prev_success, prev_requests, False,
+                           reconnected)  # fmt: skip
+
+    @staticmethod
+    def _apply(s: TrackedSession, ex: Exchange) -> tuple[int, int]:
+        parts = s.parts
+        before = len(parts)
+        for p in ex.request_partitions:
+            parts.add((p.topic_id or p.topic, p.partition))
+        added = len(parts) - before
+        forgotten = 0
+        for p in ex.forgotten_partitions:
+            k = (p.topic_id or p.topic, p.partition)
+            if k in parts:
+                parts.discard(k)
+                forgotten += 1
+        if len(parts) > s.max_parts:
+            s.max_parts = len(parts)
+        return added, forgotten
+
+    @staticmethod
+    def _step(s: TrackedSession, ex: Exchange, kind: str, added: int, forgotten: int) -> None:
+        if len(s.steps) >= MAX_STEPS:
+            s.dropped += 1
+            return
+        s.steps.append(
+            EpochStep(
+                kind=kind, epoch=ex.session_epoch if ex.session_epoch is not None else FINAL_EPOCH, file=ex.file,
+                request_frame=ex.request_frame, response_frame=ex.response_frame, ts=ex.ts, conn=ex.conn,
+                error_code=ex.error_code, sent=ex.partitions, added=added, forgotten=forgotten,
+                returned=ex.response_partition_count,
+            )  # fmt: skip
+        )
+
+    @staticmethod
+    def _end(broker: TrackedBroker, s: TrackedSession, end: str, reason: str, frame, ts) -> None:
+        if s.live:
+            broker.live -= 1
+        s.end, s.end_reason, s.end_frame, s.end_ts = end, reason, frame, ts
+
+    # -- results -------------------------------------------------------------------------------------------
+    def client_summaries(self) -> list[ClientSummary]:
+        return [c.summary() for c in self.clients.values()]
+
+    def broker_summaries(self) -> list[BrokerSummary]:
+        seen = Counter(s.broker for s in self.sessions)
+        return [b.summary(seen[b.broker]) for b in self.brokers.values()]
+
+    def session_lives(self) -> list[SessionLife]:
+        return [s.life() for s in self.sessions]
+
+
+def _sent(ex: Exchange, epoch: int) -> SentRequest:
+    return SentRequest(epoch, ex.file, ex.request_frame, ex.response_frame, ex.ts, ex.response_ts, ex.conn,
+                       ex.error_code)  # fmt: skip
+
+
+__all__ = ["SessionTracker", "Observation", "TrackedSession", "TrackedClient", "TrackedBroker", "SentRequest",
+           "FETCH", "host_of"]  # fmt: skip
