@@ -103,6 +103,15 @@ class CachedPartition:
             must = True
         return must
 
+    # Kafka's CachedPartition equality: by (topic id, partition) when the id is non-zero, else by name.
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, CachedPartition):
+            return self.tip == other.tip
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.tip)
+
     def __repr__(self) -> str:
         return (f"CachedPartition(topic={self.topic}, topicId={self.topic_id}, partition={self.partition}, "
                 f"maxBytes={self.max_bytes}, fetchOffset={self.fetch_offset}, highWatermark={self.high_watermark}, "
