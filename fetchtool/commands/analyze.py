@@ -1,0 +1,71 @@
+"""Analyse captures: which clients and fetch sessions they hold, what went wrong, why, and what to do."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from fetchtool.analysis import report_json, report_markdown, report_terminal
+from fetchtool.analysis.run import analyze_capture, filtered
+
+FORMATS = ("table", "json", "markdown")
+
+
+def fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def load(captures: List[Path], ports, cache_slots, cache_shards):
+    """Analyse or exit with a one-line error (only when nothing at all could be read)."""
+    from fetchtool.decoder import CaptureError
+
+    if cache_slots is not None and cache_slots < 0:
+        fail("--cache-slots must be >= 0")
+    if cache_shards is not None and cache_shards < 1:
+        fail("--cache-shards must be >= 1")
+    try:
+        return analyze_capture([str(p) for p in captures], ports=ports or None, cache_slots=cache_slots,
+                               cache_shards=cache_shards)
+    except CaptureError as exc:
+        fail(str(exc).splitlines()[0] if str(exc) else "the capture could not be read")
+
+
+def main(
+    capture: List[Path] = typer.Argument(..., help="pcap / pcapng files (gzip accepted)"),
+    format: str = typer.Option("table", "--format", "-f", help="table | json | markdown"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report to this file"),
+    client: Optional[str] = typer.Option(None, "--client", help="only this client (client id, host or ip:port)"),
+    broker: Optional[str] = typer.Option(None, "--broker", help="only this broker (ip:port or host)"),
+    port: Optional[List[int]] = typer.Option(None, "--port", help="broker port (repeatable); default: detect"),
+    cache_slots: Optional[int] = typer.Option(
+        None, "--cache-slots", help="the brokers' max.incremental.fetch.session.cache.slots (default: infer)"),
+    cache_shards: Optional[int] = typer.Option(
+        None, "--cache-shards", help="fetch session cache shards (8 since Kafka 3.8, 1 before; default 8 with "
+                                     "--cache-slots)"),
+) -> None:
+    if format not in FORMATS:
+        fail(f"unknown --format {format!r} (choose from {', '.join(FORMATS)})")
+    analysis = filtered(load(capture, port, cache_slots, cache_shards), client, broker)
+    if format == "json":
+        text = report_json.render(analysis)
+    elif format == "markdown":
+        text = report_markdown.render(analysis)
+    else:
+        if output is None:
+            report_terminal.render(analysis, Console())
+            return
+        buf = io.StringIO()
+        report_terminal.render(analysis, Console(file=buf, width=160, force_terminal=False))
+        text = buf.getvalue()
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        try:
+            output.write_text(text)
+        except OSError as exc:
+            fail(f"cannot write {output}: {exc.strerror or exc}")

@@ -1,0 +1,45 @@
+"""Print fetch session timelines epoch by epoch (all clients, or one with --client)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fetchtool.analysis.report_terminal import created_text, end_text, when
+from fetchtool.analysis.run import filtered
+from fetchtool.commands.analyze import load
+from fetchtool.sessions.errors import error_name
+
+
+def main(
+    capture: List[Path] = typer.Argument(..., help="pcap / pcapng files"),
+    client: Optional[str] = typer.Option(None, "--client", help="client id, host or ip:port"),
+    broker: Optional[str] = typer.Option(None, "--broker", help="broker ip:port or host"),
+    port: Optional[List[int]] = typer.Option(None, "--port", help="broker port (repeatable)"),
+    cache_slots: Optional[int] = typer.Option(None, "--cache-slots"),
+    cache_shards: Optional[int] = typer.Option(None, "--cache-shards"),
+) -> None:
+    analysis = filtered(load(capture, port, cache_slots, cache_shards), client, broker)
+    console = Console()
+    if not analysis.sessions:
+        console.print("No fetch sessions" + (f" for client {client}" if client else "") + " in the capture.")
+        return
+    for s in analysis.sessions:
+        t = Table(title=f"session {s.session_id} on {s.broker} — client {s.client_id or '?'}@{s.client} — "
+                        f"created {created_text(s)} — {end_text(s)}", title_justify="left")  # fmt: skip
+        for col in ("time (UTC)", "frames", "conn", "kind", "epoch", "sent", "added", "forgotten", "returned",
+                    "result"):  # fmt: skip
+            t.add_column(col)
+        for st in s.steps:
+            result = "no response" if st.error_code is None else ("ok" if st.error_code == 0 else
+                                                                   error_name(st.error_code))  # fmt: skip
+            t.add_row(when(st.ts), f"{st.request_frame}/{st.response_frame or '-'}", str(st.conn), st.kind,
+                      str(st.epoch), str(st.sent), str(st.added), str(st.forgotten),
+                      "-" if st.returned is None else str(st.returned), result)  # fmt: skip
+        if s.steps_dropped:
+            t.caption = f"{s.steps_dropped} later requests not kept"
+        console.print(t)
