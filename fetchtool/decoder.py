@@ -99,6 +99,7 @@ def decode_events(
     ctx = DecodeContext(file, report, ports, topic_names if topic_names is not None else {},
                         lambda key: heapq.heappush(pending, key))
     conns: dict[int, KafkaConnection] = {}
+    detecting: set[KafkaConnection] = set()  # connections still holding events back
     ids: dict[int, int] = {}  # reassembler conn id -> run-wide conn id
     next_id = _next_conn_id(report)
 
@@ -122,6 +123,13 @@ def decode_events(
             else:
                 del resolved[key]
         limit = None if (final or not pending) else pending[0]
+        if not final:
+            for c in list(detecting):
+                since = c.holding_since
+                if since is None:
+                    detecting.discard(c)  # decided (or ignored): its requests are in `pending` now
+                elif limit is None or (since, 0, 0) < limit:
+                    limit = (since, 0, 0)
         while ready and (limit is None or ready[0][0] < limit):
             yield heapq.heappop(ready)[2]
 
@@ -138,6 +146,7 @@ def decode_events(
         if c is None:
             ids[ev.conn] = cid = next(next_id)
             c = conns[ev.conn] = KafkaConnection(cid, ctx)
+            detecting.add(c)
             report.connections += 1
         if isinstance(ev, StreamGap):
             report.gaps += 1

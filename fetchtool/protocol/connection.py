@@ -96,6 +96,11 @@ class KafkaConnection:
             return self._replay()
         return self._dispatch(ev)
 
+    @property
+    def holding_since(self) -> int | None:
+        """Frame of the first event held back while the broker side is undecided (None: nothing held)."""
+        return self._held[0].frame if (self.state == "detect" and self._held) else None
+
     def close(self) -> list:
         """End of the connection: decide if still undecided, then flush requests that got no response."""
         out: list = []
