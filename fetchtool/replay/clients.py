@@ -47,13 +47,14 @@ def effective_behaviour(captured: str, mode: str, version: int) -> str:
 class ClientModel:
     """One client stream's request choices. `node_id` only labels the handler (one handler per broker)."""
 
-    __slots__ = ("behaviour", "mode", "handler", "keys", "last_full")
+    __slots__ = ("behaviour", "mode", "handler", "keys", "tps", "last_full")
 
     def __init__(self, behaviour: str, mode: str = AS_CAPTURED, node_id: int = 0) -> None:
         self.behaviour = behaviour
         self.mode = mode
         self.handler = FetchSessionHandler(node_id)
-        self.keys: dict[TopicPartition, TopicIdPartition] = {}
+        self.keys: dict[TopicPartition, TopicIdPartition] = {}  # client key -> broker key, learned as sent
+        self.tps: dict[TopicIdPartition, TopicPartition] = {}
         self.last_full = True
 
     def request(self, fetch: PlannedFetch) -> FetchPlanRequest:
@@ -62,13 +63,13 @@ class ClientModel:
             metadata = FetchMetadata.INITIAL if behaviour == ALWAYS_NEW else FetchMetadata.LEGACY
             self.last_full = True
             return FetchPlanRequest(metadata, {w.key: w.data for w in fetch.wanted}, [])
-        keys = self.keys
         if fetch.closes and self.mode == AS_CAPTURED:
             self.handler.notify_close()
         builder = self.handler.new_builder()
+        add = builder.add
+        keys = self.keys
         for w in fetch.wanted:
-            builder.add(w.tp, w.data)
-            keys[w.tp] = w.key
+            add(w.tp, w.data)
         built = builder.build()
         data = {}
         for tp, pd in built.to_send.items():
@@ -80,13 +81,21 @@ class ClientModel:
         return FetchPlanRequest(built.metadata, data, list(built.forgotten_for_version(fetch.version)))
 
     def response(self, version: int, error_code: int, session_id: int, throttle_time_ms: int,
-                 partitions: list[TopicIdPartition]) -> None:
-        """Give the client the broker's answer (only session-driven clients keep state)."""
+                 partitions) -> None:
+        """Give the client the broker's answer (only session-driven clients keep state).
+
+        `partitions` are the response's (TopicIdPartition, ...) pairs."""
         if effective_behaviour(self.behaviour, self.mode, version) != SESSION:
             return
-        tps = [TopicPartition(k.topic or str(k.topic_id), k.partition) for k in partitions]
-        ids = {k.topic_id for k in partitions if k.topic_id.int} if version >= 13 else set()
-        self.handler.handle_response(error_code, session_id, throttle_time_ms, tps, ids, version)
+        tps = self.tps
+        out = []
+        for k, _ in partitions:
+            tp = tps.get(k)
+            if tp is None:
+                tp = tps[k] = TopicPartition(k.topic or str(k.topic_id), k.partition)
+            out.append(tp)
+        ids = {k.topic_id for k, _ in partitions if k.topic_id.int} if version >= 13 else set()
+        self.handler.handle_response(error_code, session_id, throttle_time_ms, out, ids, version)
 
     def error(self) -> None:
         """A request that got no answer (timeout, disconnect): the handler resets to (id, 0)."""

@@ -289,7 +289,7 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
                 reads[w.key] = PartitionResult(0, -1, -1, -1, 0)
         planned[i][j] = _planned_fetch(ex, ms, wanted, reads)  # type: ignore[arg-type]
 
-    timeline: list[tuple[int, int, int, int]] = []
+    events: list[tuple[int, int, int, int, int, int]] = []
     for i, (group, fetches) in enumerate(zip(groups, planned)):
         first = group[0]
         stream = ClientStream(
@@ -303,12 +303,21 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
             fetches=fetches,  # type: ignore[arg-type]
         )
         streams.append(stream)
-        for j, f in enumerate(stream.fetches):
-            timeline.append((f.t_ms, REQUEST, i, j))
-            if f.response_t_ms is not None:
-                timeline.append((f.response_t_ms, RESPONSE, i, j))
-    timeline.sort()
+        for j, (f, ex) in enumerate(zip(stream.fetches, group)):
+            t_req = _us(ex.ts - start_ts)
+            events.append((t_req, 1, f.t_ms, REQUEST, i, j))
+            if ex.response_ts is not None:
+                t_resp = _us(ex.response_ts - start_ts)
+                # A response never precedes its own request, even when both fall in the same microsecond.
+                events.append((t_resp, 0, f.response_t_ms, RESPONSE, i, j) if t_resp > t_req
+                              else (t_req, 2, f.t_ms, RESPONSE, i, j))
+    events.sort()
+    timeline = [(t_ms, phase, i, j) for _t, _o, t_ms, phase, i, j in events]
     return ReplayPlan(start_ts, ms(end_ts), streams, topics, timeline, skipped)
+
+
+def _us(seconds: float) -> int:
+    return int(round(seconds * 1_000_000))
 
 
 def _apply_request(ex: Exchange, wanted: dict[TopicPartition, WantedPartition], topics: dict[str, TopicInfo]) -> None:
@@ -343,7 +352,7 @@ def _planned_fetch(ex: Exchange, ms, wanted: tuple[WantedPartition, ...], reads)
     v = ex.api_version
     return PlannedFetch(
         t_ms=ms(ex.ts),
-        response_t_ms=ms(ex.response_ts) if ex.response_ts is not None else None,
+        response_t_ms=max(ms(ex.ts), ms(ex.response_ts)) if ex.response_ts is not None else None,
         version=v,
         replica_id=ex.replica_id if ex.replica_id is not None else -1,
         max_wait_ms=ex.max_wait_ms if ex.max_wait_ms is not None else 500,

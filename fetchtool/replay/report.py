@@ -77,7 +77,7 @@ def print_simulate(console: Console, plan: ReplayPlan, captured: CapturedCounts,
                    max_clients: int = 20) -> None:
     console.print(f"[bold]Plan[/bold]: {plan.requests:,} fetches from {len(plan.clients)} clients to "
                   f"{len(plan.brokers)} broker(s) over {plan.duration_ms / 1000:,.1f} s")
-    table = _totals_table("Totals: the capture and each simulated configuration")
+    table = _totals_table("Totals: the capture and each configuration (slots/shards/eviction)")
     table.add_row(*_totals_row("captured", captured.totals), style="dim")
     for r in results:
         table.add_row(*_totals_row(str(r.config), r.totals))

@@ -25,6 +25,7 @@ from fetchtool.sessions.manager import FetchManager
 from fetchtool.sessions.partitions import PartitionResult
 
 _NO_DATA = PartitionResult()  # a partition the capture never showed: nothing read
+_EMPTY: dict = {}
 
 DEFAULT_SLOTS = 1000
 DEFAULT_SHARDS = 8
@@ -41,7 +42,7 @@ class SimConfig:
         return {"cache_slots": self.cache_slots, "cache_shards": self.cache_shards, "eviction_ms": self.eviction_ms}
 
     def __str__(self) -> str:
-        return f"slots={self.cache_slots} shards={self.cache_shards} eviction={self.eviction_ms}ms"
+        return f"{self.cache_slots}/{self.cache_shards}/{self.eviction_ms / 1000:g}s"
 
 
 @dataclass(slots=True)
@@ -61,6 +62,23 @@ def request_entry_size(version: int) -> int:
 def response_entry_size(version: int) -> int:
     """Wire size of one partition entry without records of a Fetch response (design §7.3)."""
     return 18 if version <= 3 else 30 if version == 4 else 38 if version <= 10 else 42 if version == 11 else 37
+
+
+def _reads(ctx, fetch, sent: int) -> dict:
+    """What the broker read for the context's partitions: the captured log state at this exchange.
+
+    The plan's reads cover exactly the client's wanted partitions. A full or sessionless request sends all of
+    them, so the reads are the results as they are. An incremental context looks up each session partition in
+    the results, so the (possibly larger) reads can be given whole; only the response's order differs from a
+    read in session order, and no count the simulation reports depends on that order.
+    """
+    kind = ctx.kind
+    reads = fetch.reads
+    if kind == "error":
+        return _EMPTY
+    if kind == "incremental" or len(reads) == sent:
+        return reads
+    return {k: reads.get(k, _NO_DATA) for k, _ in ctx.partitions()}
 
 
 def simulate(plan: ReplayPlan, config: SimConfig, sessions: str = AS_CAPTURED, seed: int = 0) -> SimResult:
@@ -88,8 +106,7 @@ def simulate(plan: ReplayPlan, config: SimConfig, sessions: str = AS_CAPTURED, s
         if fetch.throttle_time_ms and not fetch.response_partitions and ctx.kind != "error":
             outcome = ctx.throttled_response(fetch.throttle_time_ms)
         else:
-            reads = fetch.reads
-            outcome = ctx.update_and_generate_response(now_ms, {k: reads.get(k, _NO_DATA) for k, _ in ctx.partitions()})
+            outcome = ctx.update_and_generate_response(now_ms, _reads(ctx, fetch, sent))
         tally.responses += 1
         err = outcome.error_code
         if err:
@@ -119,7 +136,7 @@ def simulate(plan: ReplayPlan, config: SimConfig, sessions: str = AS_CAPTURED, s
             tally.response_bytes += max(0, fetch.response_bytes
                                         + (len(parts) - (fetch.response_partitions or 0)) * response_entry_size(v)
                                         + records - (fetch.records_bytes or 0))
-        models[i].response(v, err, outcome.session_id, outcome.throttle_time_ms, [k for k, _ in parts])
+        models[i].response(v, err, outcome.session_id, outcome.throttle_time_ms, parts)
 
     for t_ms, phase, i, j in plan.timeline:
         if phase == REQUEST:
