@@ -16,7 +16,6 @@ Only a file that cannot be opened or is not a capture at all raises `CaptureErro
 
 from __future__ import annotations
 
-import gzip
 import mmap
 import os
 import struct
@@ -75,7 +74,7 @@ class _Window:
         self._fh.seek(0)
         self.buf, self.end = b"", 0
         if head == _GZIP:
-            self._stream = gzip.GzipFile(fileobj=self._fh, mode="rb")
+            self._stream = _Gunzip(self._fh)
             self.more(0, 64)
         elif os.fstat(self._fh.fileno()).st_size:
             self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -93,14 +92,10 @@ class _Window:
         parts = [self.buf[pos:self.end]]
         have = self.end - pos
         while have < need:
-            try:
-                chunk = stream.read(max(_CHUNK, need - have))
-            except (EOFError, OSError, zlib.error) as exc:
-                # A cut or damaged gzip stream: keep what decompressed so far.
-                self.damaged = str(exc).split("\n")[0] or type(exc).__name__
-                chunk = b""
+            chunk = stream.read(max(_CHUNK, need - have))
             if not chunk:
                 self._eof = True
+                self.damaged = stream.damaged
                 break
             parts.append(chunk)
             have += len(chunk)
@@ -113,6 +108,48 @@ class _Window:
             self._mm.close()
             self._mm = None
         self._fh.close()
+
+
+class _Gunzip:
+    """Streaming gzip (all members) that keeps every byte decompressed before damage or a cut, unlike GzipFile,
+    whose read() raises and drops the partial chunk."""
+
+    def __init__(self, fh):
+        self._fh = fh
+        self._z = zlib.decompressobj(wbits=31)
+        self._in_member = False  # fed input to the current member and not seen its end yet
+        self._pending = b""  # input after a member's end: the next member
+        self._done = False
+        self.damaged = ""
+
+    def read(self, n: int) -> bytes:
+        out = []
+        have = 0
+        while have < n and not self._done:
+            raw = self._z.unconsumed_tail or self._pending or self._fh.read(1 << 20)
+            self._pending = b""
+            try:
+                if not raw:
+                    out.append(self._z.flush())  # output zlib may still hold
+                    if self._in_member:
+                        self.damaged = "compressed stream cut short"
+                    self._done = True
+                    break
+                self._in_member = True
+                chunk = self._z.decompress(raw, n - have)
+            except zlib.error as exc:
+                self.damaged = str(exc)
+                self._done = True
+                break
+            if self._z.eof:
+                rest = self._z.unused_data
+                self._z = zlib.decompressobj(wbits=31)
+                self._in_member = False
+                if rest.strip(b"\0"):  # trailing zero padding is not another member
+                    self._pending = rest
+            out.append(chunk)
+            have += len(chunk)
+        return b"".join(out)
 
 
 def _describe_start(buf, end: int) -> str:

@@ -1,0 +1,1 @@
+"""Capture-layer tests (reader, link layers, reassembly, writer)."""
