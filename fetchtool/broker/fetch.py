@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import random
 import typing
 from dataclasses import dataclass
 
@@ -76,12 +77,15 @@ class FetchService:
         self.cache: FetchSessionCache
         self.manager: FetchManager
         self.history: collections.deque[FetchSeen] = collections.deque(maxlen=history)
+        # One generator for the broker's lifetime: a reset (simulated restart) must not hand out the old ids again.
+        self.rng = random.Random(state.config.session_seed)
         self.reset()
 
     def reset(self) -> None:
         """A fresh, empty session cache: what clients see after a broker restart."""
         c = self.state.config
-        self.cache = FetchSessionCache(max_slots=c.cache_slots, shards=c.cache_shards, eviction_ms=c.eviction_ms)
+        self.cache = FetchSessionCache(max_slots=c.cache_slots, shards=c.cache_shards, eviction_ms=c.eviction_ms,
+                                       rng=self.rng)
         self.manager = FetchManager(self.cache)
 
     # -- 1-4: request to context, first read -------------------------------------------------------------

@@ -12,10 +12,14 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
+import crc32c  # native CRC-32C (a kio dependency)
+
 # Record batch v2 header (Kafka's DefaultRecordBatch): the fields the log needs.
 _BASE_OFFSET = struct.Struct(">q")  # offset 0
 _LENGTH = struct.Struct(">i")  # offset 8, bytes after this field
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # offset 23
+_CRC = struct.Struct(">I")  # offset 17, CRC-32C of everything from attributes (offset 21) on
+_CRC_AT = 17
 _MAGIC_AT = 16
 _LAST_DELTA_AT = 23
 BATCH_OVERHEAD = 12  # baseOffset + batchLength
@@ -49,6 +53,9 @@ def split_batches(records: bytes) -> list[tuple[int, int, int]]:
         magic = records[pos + _MAGIC_AT]
         if magic != 2:
             raise InvalidRecords(f"record batch magic {magic} (only magic 2 is accepted)")
+        (crc,) = _CRC.unpack_from(records, pos + _CRC_AT)
+        if crc32c.crc32c(memoryview(records)[pos + _CRC_AT + 4 : pos + size]) != crc:
+            raise InvalidRecords(f"record batch at byte {pos} fails its CRC")
         (last_delta,) = _LAST_OFFSET_DELTA.unpack_from(records, pos + _LAST_DELTA_AT)
         if last_delta < 0:
             raise InvalidRecords(f"record batch at byte {pos} has lastOffsetDelta {last_delta}")

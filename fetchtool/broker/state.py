@@ -24,6 +24,7 @@ class BrokerConfig:
     partial_frame_timeout_ms: int = 30_000  # a peer stalled in the middle of a frame is closed after this
     idle_timeout_ms: int = 600_000  # Kafka's connections.max.idle.ms
     max_connections: int = 1000
+    session_seed: int | None = None  # seeds session ids (replays); None: unpredictable, as Kafka's
 
 
 @dataclass
