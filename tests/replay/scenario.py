@@ -30,6 +30,7 @@ class Consumer:
     client_id: str = "consumer"
     version: int = 12
     conn: int = 0
+    max_wait_ms: int = 500
     exchanges: list[Exchange] = field(default_factory=list)
     _corr: int = 0
 
@@ -44,7 +45,7 @@ class Consumer:
             file="scenario.pcap", conn=self.conn, request_frame=2 * self._corr, response_frame=2 * self._corr + 1,
             ts=1_700_000_000.0 + t, response_ts=1_700_000_000.0 + t + rtt, client=self.client, broker=self.broker,
             api_key=1, api_version=self.version, correlation_id=self._corr, client_id=self.client_id,
-            client_software=None, replica_id=-1, session_id=session_id, session_epoch=epoch, max_wait_ms=500,
+            client_software=None, replica_id=-1, session_id=session_id, session_epoch=epoch, max_wait_ms=self.max_wait_ms,
             min_bytes=1, max_bytes=52428800, isolation_level=0, rack_id="", error_code=error,
             response_session_id=response_session_id, throttle_time_ms=0,
             request_bytes=60 + 33 * len(partitions), response_bytes=30 + 37 * len(response) + records,

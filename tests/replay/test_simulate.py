@@ -14,13 +14,13 @@ def _small_consumers_then_a_big_one():
 
     With eviction_ms=100 and two slots the big one evicts the smaller sessions once they are older than 100 ms
     (Kafka's "more partitions and not recently created" rule); each victim's next incremental fetch gets 70 and
-    its (id, 0) retry cannot get a slot back.
+    its (id, 0) retry cannot get a slot back. MaxWaitMs 0: the broker answers at once, as the capture shows.
     """
-    small_a = Consumer("10.0.0.1:40001", conn=1, client_id="small-a")
+    small_a = Consumer("10.0.0.1:40001", conn=1, client_id="small-a", max_wait_ms=0)
     small_a.session_workload(101, "orders", 5, 0.000, 0.05, 20)
-    small_b = Consumer("10.0.0.2:40002", conn=2, client_id="small-b")
+    small_b = Consumer("10.0.0.2:40002", conn=2, client_id="small-b", max_wait_ms=0)
     small_b.session_workload(202, "orders", 5, 0.010, 0.05, 20)
-    big = Consumer("10.0.0.3:40003", conn=3, client_id="big")
+    big = Consumer("10.0.0.3:40003", conn=3, client_id="big", max_wait_ms=0)
     big.session_workload(303, "clicks", 20, 0.300, 0.05, 10)
     return build_plan(small_a.exchanges + small_b.exchanges + big.exchanges)
 

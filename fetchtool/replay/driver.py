@@ -1,0 +1,371 @@
+"""The replay driver: the I/O edge that re-issues a plan's fetches over real connections.
+
+Each client stream gets its own TCP connection and its own ClientModel (FetchSessionHandler for session clients),
+fresh correlation ids, and the broker's live session ids (captured ids are mapped to live ones as they appear).
+Pacing follows the capture scaled by `speed`; `as_fast` sends each request as soon as every earlier request of
+the capture has been sent (one request in flight per connection, as a Kafka client does).
+
+Without a target broker the driver starts `fetchtool broker` in-process on a free loopback port, with the
+capture's topics (same names and ids), logs pre-filled so the rebased captured offsets exist, and the cache
+configuration under test. Its clock runs `speed` times faster than real time (as-fast: it follows the captured
+time of the requests), so session eviction times behave as in the capture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fetchtool.replay.clients import AS_CAPTURED, ClientModel, effective_behaviour
+from fetchtool.replay.plan import REQUEST, SESSION, ClientStream, ReplayPlan
+from fetchtool.replay.simulate import SimConfig
+from fetchtool.replay.tally import Tally
+from fetchtool.replay.wire import (TopicMapping, fetch_request, fetch_response, metadata_request,
+                                   metadata_topics)
+from fetchtool.sessions.partitions import ZERO_UUID, TopicIdPartition
+
+LOOPBACK = "127.0.0.1"
+EMBEDDED = "embedded"
+
+
+class ReplayError(Exception):
+    """A replay that cannot start (unreachable broker, missing topics); one line for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    broker: str | None = None  # "host:port"; None: the embedded broker
+    config: SimConfig = SimConfig()  # the embedded broker's cache
+    speed: float = 1.0
+    as_fast: bool = False
+    sessions: str = AS_CAPTURED
+    create_topics: bool = False
+    timeout_s: float = 30.0  # a response that takes longer counts as a timeout (the client resets its session)
+    prefill_limit: int = 20_000  # records pre-filled per partition of the embedded broker at most
+
+
+@dataclass(slots=True)
+class StreamResult:
+    stream: ClientStream
+    tally: Tally = field(default_factory=Tally)
+    rtts_ms: list[float] = field(default_factory=list)
+    timeouts: int = 0
+    session_ids: dict[int, int] = field(default_factory=dict)  # captured session id -> live session id
+    problem: str | None = None  # why the stream stopped early
+
+
+@dataclass(slots=True)
+class ReplayRun:
+    """A replay's results so far; complete when `finished`, partial after an interrupt."""
+
+    plan: ReplayPlan
+    options: ReplayOptions
+    target: str = EMBEDDED
+    streams: list[StreamResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    done: int = 0
+    started: float = 0.0
+    elapsed_s: float = 0.0
+    finished: bool = False
+    interrupted: bool = False
+    broker_metrics: dict | None = None
+
+
+class _Sequencer:
+    """As-fast ordering: request number n goes out only after requests 0..n-1 of the capture went out."""
+
+    def __init__(self) -> None:
+        self.next = 0
+        self.cond = asyncio.Condition()
+
+    async def turn(self, n: int) -> None:
+        async with self.cond:
+            await self.cond.wait_for(lambda: self.next >= n)
+
+    async def advance(self) -> None:
+        async with self.cond:
+            self.next += 1
+            self.cond.notify_all()
+
+
+def base_offsets(plan: ReplayPlan) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """Per partition: the lowest captured fetch offset (becomes 0 on the target) and the highest offset the
+    capture shows (high watermark or fetch offset), for pre-filling."""
+    low: dict[tuple[str, int], int] = {}
+    high: dict[tuple[str, int], int] = {}
+    for s in plan.streams:
+        for f in s.fetches:
+            for w in f.wanted:
+                key = (w.tp.topic, w.tp.partition)
+                off = w.data.fetch_offset
+                if off >= 0 and (key not in low or off < low[key]):
+                    low[key] = off
+                hw = f.reads.get(w.key)
+                top = max(off, hw.high_watermark if hw is not None else -1)
+                if top > high.get(key, -1):
+                    high[key] = top
+    return low, high
+
+
+async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Callable[[], int], speed: float,
+                          low: dict, high: dict):
+    from fetchtool.broker.rawclient import make_batch
+    from fetchtool.broker.server import Broker
+    from fetchtool.broker.state import BrokerConfig
+
+    cfg = options.config
+    broker = Broker(BrokerConfig(host=LOOPBACK, port=0, cache_slots=cfg.cache_slots, cache_shards=cfg.cache_shards,
+                                 eviction_ms=cfg.eviction_ms), clock=clock, speed=speed)
+    state = broker.core.state
+    for name, info in plan.topics.items():
+        state.create_topic(name, info.partition_count, info.topic_id)
+    value = b"x" * 100
+    for (name, partition), top in high.items():
+        log = state.topics.partition(name, partition)
+        want = min(max(0, top - low.get((name, partition), 0)), options.prefill_limit)
+        while log is not None and log.log_end_offset < want:
+            log.append(make_batch([value] * min(500, want - log.log_end_offset)))
+    await broker.start()
+    return broker
+
+
+async def _connect(host: str, port: int, timeout: float):
+    try:
+        return await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, asyncio.TimeoutError) as exc:
+        raise ReplayError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+    if size < 4:
+        raise ConnectionError(f"bad response frame size {size}")
+    return await reader.readexactly(size)
+
+
+async def _target_topics(host: str, port: int, timeout: float) -> dict[str, uuid.UUID]:
+    reader, writer = await _connect(host, port, timeout)
+    try:
+        writer.write(metadata_request(1, "fetchtool-replay"))
+        await writer.drain()
+        payload = await asyncio.wait_for(_read_frame(reader), timeout)
+        return metadata_topics(payload)
+    except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+        raise ReplayError(f"{host}:{port} did not answer Metadata: {exc or 'timed out'}") from None
+    finally:
+        writer.close()
+
+
+async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None = None,
+                 on_progress: Callable[[int], None] | None = None) -> ReplayRun:
+    """Replay the plan; fills and returns `run` (pass one in to keep partial results if cancelled)."""
+    run = run if run is not None else ReplayRun(plan, options)
+    run.streams = [StreamResult(s) for s in plan.streams]
+    loop = asyncio.get_running_loop()
+    speed = max(options.speed, 1e-6)
+    low, high = base_offsets(plan)
+    virtual_ms = [0]
+    epoch_ms = int(plan.start_ts * 1000)
+    t0 = loop.time()
+    if options.as_fast:
+        def clock() -> int:
+            return epoch_ms + virtual_ms[0]
+    else:
+        def clock() -> int:
+            return epoch_ms + int((loop.time() - t0) * 1000 * speed)
+
+    broker = None
+    if options.broker is None:
+        broker = await _start_embedded(plan, options, clock, 1000.0 if options.as_fast else speed, low, high)
+        host, port = LOOPBACK, broker.port
+        run.target = EMBEDDED
+        ids = {name: info.topic_id for name, info in plan.topics.items() if info.topic_id is not None}
+        for name in plan.topics:
+            ids.setdefault(name, broker.core.state.topics.get(name).topic_id)
+    else:
+        host, _, port_text = options.broker.rpartition(":")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ReplayError(f"--broker must be HOST:PORT, not {options.broker!r}") from None
+        run.target = options.broker
+        ids = await _target_topics(host, port, options.timeout_s)
+        missing = sorted(set(plan.topics) - set(ids))
+        if missing and not options.create_topics:
+            raise ReplayError(f"{options.broker} has no topic(s) {', '.join(missing)}; create them or pass "
+                              f"--create-topics")
+        if missing:
+            await _create_topics(host, port, {n: plan.topics[n].partition_count for n in missing}, options.timeout_s)
+            ids = await _target_topics(host, port, options.timeout_s)
+    mapping = TopicMapping(ids, {str(v): k for k, v in ids.items()}, low)
+    captured_ids = {name: info.topic_id or ZERO_UUID for name, info in plan.topics.items()}
+
+    order = {(i, j): n for n, (i, j) in enumerate((i, j) for _t, ph, i, j in plan.timeline if ph == REQUEST)}
+    seq = _Sequencer()
+    run.started = time.monotonic()
+
+    def progress() -> None:
+        run.done += 1
+        if on_progress is not None:
+            on_progress(run.done)
+
+    async def drive(result: StreamResult) -> None:
+        stream = result.stream
+        model = ClientModel(stream.behaviour, options.sessions)
+        tally = result.tally
+        reader = writer = None
+        corr = 0
+        try:
+            for j, fetch in enumerate(stream.fetches):
+                if options.as_fast:
+                    await seq.turn(order[(stream.index, j)])
+                else:
+                    delay = t0 + fetch.t_ms / 1000 / speed - loop.time()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                if writer is None:
+                    reader, writer = await _connect(host, port, options.timeout_s)
+                req = model.request(fetch)
+                corr += 1
+                max_wait = fetch.max_wait_ms if broker is not None else (
+                    0 if options.as_fast else int(fetch.max_wait_ms / speed))
+                data = fetch_request(fetch.version, corr, stream.client_id, req.metadata, req.fetch_data,
+                                     req.to_forget, mapping, max_wait, fetch.min_bytes, fetch.max_bytes,
+                                     fetch.isolation_level)
+                virtual_ms[0] = max(virtual_ms[0], fetch.t_ms)
+                sent_at = loop.time()
+                writer.write(data)
+                tally.requests += 1
+                tally.request_bytes += len(data)
+                if options.as_fast:
+                    await seq.advance()
+                try:
+                    payload = await asyncio.wait_for(_read_frame(reader), options.timeout_s)
+                except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+                    result.timeouts += 1
+                    model.error()
+                    writer.close()
+                    reader = writer = None
+                    progress()
+                    continue
+                result.rtts_ms.append((loop.time() - sent_at) * 1000)
+                body = fetch_response(payload, fetch.version, mapping)
+                tally.responses += 1
+                tally.response_bytes += 4 + len(payload)
+                tally.records_bytes += sum(p.records_bytes for p in body.partitions)
+                err = body.error_code
+                if err:
+                    tally.errors[err] += 1
+                live_id = body.session_id or 0
+                if req.metadata.is_full and req.metadata.epoch == 0 and live_id and not err:
+                    tally.sessions_created += 1
+                    if fetch.response_session_id:
+                        result.session_ids[fetch.response_session_id] = live_id
+                elif not req.metadata.is_full and not err:
+                    tally.incremental += 1
+                parts = [(TopicIdPartition(captured_ids.get(p.topic or "", ZERO_UUID), p.topic, p.partition), None)
+                         for p in body.partitions]
+                model.response(fetch.version, err, live_id, body.throttle_time_ms or 0, parts)
+                progress()
+        except ReplayError as exc:
+            result.problem = str(exc)
+        except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
+            result.problem = f"connection lost: {exc}"
+        finally:
+            if writer is not None:
+                writer.close()
+            if options.as_fast:
+                # let the requests behind this stream's remaining ones go out
+                remaining = len(stream.fetches) - tally.requests
+                for _ in range(max(0, remaining)):
+                    await seq.advance()
+
+    try:
+        await asyncio.gather(*(drive(r) for r in run.streams))
+        run.finished = True
+    finally:
+        run.elapsed_s = time.monotonic() - run.started
+        if broker is not None:
+            run.broker_metrics = broker.session_metrics()
+            await broker.stop()
+        _notes(run)
+    return run
+
+
+async def _create_topics(host: str, port: int, topics: dict[str, int], timeout: float) -> None:
+    import io
+
+    from kio.schema.create_topics.v4.request import CreatableTopic, CreateTopicsRequest
+    from kio.serial import entity_writer
+    from kio.static.primitive import i32Timedelta
+
+    from fetchtool.replay.wire import frame
+
+    request = CreateTopicsRequest(
+        topics=tuple(CreatableTopic(name=n, num_partitions=p, replication_factor=1, assignments=(), configs=())
+                     for n, p in topics.items()),
+        timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=timeout)), validate_only=False)
+    buf = io.BytesIO()
+    entity_writer(CreateTopicsRequest)(buf, request)
+    reader, writer = await _connect(host, port, timeout)
+    try:
+        writer.write(frame(19, 4, 1, "fetchtool-replay", buf.getvalue()))
+        await writer.drain()
+        await asyncio.wait_for(_read_frame(reader), timeout)
+    except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+        raise ReplayError(f"{host}:{port} did not answer CreateTopics: {exc or 'timed out'}") from None
+    finally:
+        writer.close()
+
+
+def _notes(run: ReplayRun) -> None:
+    """Plain-language remarks: fallbacks the support engineer should know about."""
+    fell_back = [r for r in run.streams
+                 if effective_behaviour(r.stream.behaviour, run.options.sessions, 7) == SESSION
+                 and r.tally.responses and r.tally.sessions_created == 0 and r.tally.incremental == 0]
+    if fell_back:
+        run.notes.append(f"{run.target} granted no fetch session to {len(fell_back)} session client stream(s): "
+                         f"they fell back to full fetches (SessionId 0 in every response)")
+    followers = sum(1 for r in run.streams if r.stream.is_follower)
+    if followers:
+        run.notes.append(f"{followers} follower (replica fetcher) stream(s) replayed as consumers (ReplicaId -1)")
+    stopped = [r for r in run.streams if r.problem]
+    for r in stopped[:5]:
+        run.notes.append(f"{r.stream.label} -> {r.stream.broker}: stopped early: {r.problem}")
+    timeouts = sum(r.timeouts for r in run.streams)
+    if timeouts:
+        run.notes.append(f"{timeouts} request(s) got no response within {run.options.timeout_s:g} s")
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))
+    return round(ordered[k], 3)
+
+
+def divergence(run: ReplayRun, captured: list[Tally]) -> list[dict]:
+    """Errors the capture had that the replay did not, and the reverse, per client stream and error code."""
+    out = []
+    for r in run.streams:
+        cap = captured[r.stream.index].errors
+        live = r.tally.errors
+        for code in sorted(set(cap) | set(live)):
+            c, lv = cap.get(code, 0), live.get(code, 0)
+            if c != lv:
+                out.append({"client": r.stream.client, "client_id": r.stream.client_id, "broker": r.stream.broker,
+                            "error": code, "captured": c, "replay": lv,
+                            "direction": "captured_only" if c > lv else "replay_only"})
+    return out
+
+
+def errors_total(run: ReplayRun) -> Counter:
+    total: Counter = Counter()
+    for r in run.streams:
+        total.update(r.tally.errors)
+    return total

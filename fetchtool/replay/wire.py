@@ -1,0 +1,92 @@
+"""The replay driver's Kafka messages: Fetch through fetchtool.protocol.codec, Metadata through kio.
+
+Sans-IO helpers: build request frames (size + header + body) and read response bodies. The driver owns the
+sockets. Offsets are rebased so a replay can run against a broker whose logs start at 0.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import uuid
+from dataclasses import dataclass
+
+from kio.serial import entity_writer
+
+from fetchtool.exchange import ForgottenPartition, RequestPartition
+from fetchtool.protocol import codec
+from fetchtool.protocol.headers import FETCH, METADATA, encode_request_header, response_body_offset
+from fetchtool.sessions.metadata import FetchMetadata
+from fetchtool.sessions.partitions import PartitionData, TopicIdPartition
+
+_SIZE = struct.Struct(">i")
+METADATA_VERSION = 12
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMapping:
+    """Captured topic names -> the target's topic ids, and offsets rebased per partition."""
+
+    ids: dict[str, uuid.UUID]  # name -> topic id on the target (v13+)
+    names: dict[str, str]  # target topic id (UUID string) -> name, for decoding v13+ responses
+    base_offsets: dict[tuple[str, int], int]  # captured offset that becomes offset 0 on the target
+
+    def rebase(self, topic: str, partition: int, offset: int) -> int:
+        if offset < 0:
+            return offset
+        return max(0, offset - self.base_offsets.get((topic, partition), 0))
+
+
+def frame(api_key: int, version: int, correlation_id: int, client_id: str | None, body: bytes) -> bytes:
+    payload = encode_request_header(api_key, version, correlation_id, client_id) + body
+    return _SIZE.pack(len(payload)) + payload
+
+
+def fetch_request(version: int, correlation_id: int, client_id: str | None, metadata: FetchMetadata,
+                  fetch_data: dict[TopicIdPartition, PartitionData], to_forget: list[TopicIdPartition],
+                  mapping: TopicMapping, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                  isolation_level: int) -> bytes:
+    """A whole Fetch request frame for the target."""
+
+    def tid(topic: str | None) -> str | None:
+        if version < 13 or topic is None:
+            return None
+        found = mapping.ids.get(topic)
+        return str(found) if found is not None else None
+
+    parts = tuple(
+        RequestPartition(k.topic, tid(k.topic), k.partition, mapping.rebase(k.topic or "", k.partition, d.fetch_offset),
+                         d.max_bytes, -1 if d.log_start_offset < 0 else 0, d.current_leader_epoch,
+                         d.last_fetched_epoch)
+        for k, d in fetch_data.items()
+    )
+    forgotten = tuple(ForgottenPartition(k.topic, tid(k.topic), k.partition) for k in to_forget)
+    body = codec.FetchRequestBody(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+        isolation_level=isolation_level, session_id=metadata.session_id, session_epoch=metadata.epoch,
+        rack_id="", partitions=parts, forgotten=forgotten,
+    )
+    return frame(FETCH, version, correlation_id, client_id, codec.encode_request(FETCH, version, body))
+
+
+def fetch_response(payload: bytes, version: int, mapping: TopicMapping) -> codec.FetchResponseBody:
+    """Decode a Fetch response frame payload (after the size prefix)."""
+    offset = response_body_offset(payload, FETCH, version)
+    return codec.decode_response(FETCH, version, memoryview(payload)[offset:], mapping.names)
+
+
+def metadata_request(correlation_id: int, client_id: str | None) -> bytes:
+    """Metadata v12 for every topic: the target's topic names and ids."""
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    buf = io.BytesIO()
+    entity_writer(MetadataRequest)(buf, MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                                        include_topic_authorized_operations=False))
+    return frame(METADATA, METADATA_VERSION, correlation_id, client_id, buf.getvalue())
+
+
+def metadata_topics(payload: bytes) -> dict[str, uuid.UUID]:
+    """name -> topic id from a Metadata v12 response payload."""
+    offset = response_body_offset(payload, METADATA, METADATA_VERSION)
+    names = codec.decode_response(METADATA, METADATA_VERSION, memoryview(payload)[offset:]).names
+    return {name: uuid.UUID(tid) for tid, name in names.items()}
