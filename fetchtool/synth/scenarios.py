@@ -1,0 +1,287 @@
+"""Scenario scripts: each writes a small capture and returns the findings its construction implies.
+
+The expectations come from what the script did (which request it duplicated, which session the engine's cache
+evicted: read from the cache's own event log), never from running the analysis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fetchtool.sessions import FetchMetadata, FetchOutcome, MAX_INT, PartitionResult, SessionEvicted
+
+from .world import Connection, JavaLikeClient, Pending, World, record_batch, topic_id
+
+SCENARIOS: dict[str, tuple[Callable[[World], None], str]] = {}
+
+
+def scenario(description: str):
+    def register(fn):
+        SCENARIOS[fn.__name__.replace("_", "-")] = (fn, description)
+        return fn
+
+    return register
+
+
+def _parts(topic: str, n: int) -> list[tuple[str, int]]:
+    return [(topic, p) for p in range(n)]
+
+
+def _produce(broker, parts, records=3) -> None:
+    for t, p in parts:
+        broker.produce(t, p, records)
+
+
+@scenario("Two Java-like consumers (Fetch v12 and v13) with healthy incremental sessions: no findings.")
+def healthy(w: World) -> None:
+    b = w.broker()
+    a_parts, b_parts = _parts("orders", 3), _parts("payments", 2)
+    _produce(b, a_parts + b_parts, 12)
+    a = JavaLikeClient(w.connect(b, "10.0.0.1", 40001, "consumer-a"), a_parts, version=12)
+    c = JavaLikeClient(w.connect(b, "10.0.0.2", 40002, "consumer-b"), b_parts, version=13)
+    for i in range(6):
+        a.poll()
+        c.poll()
+        if i % 2:
+            _produce(b, a_parts[:1] + b_parts[:1], 4)
+        w.advance(0.2)
+
+
+@scenario("Eviction thrash: a 3-slot cache (1 shard); bigger newcomers evict sessions older than 120 s, a victim "
+          "is refused a new session.")  # fmt: skip
+def eviction_thrash(w: World) -> None:
+    b = w.broker(slots=3, shards=1)
+    cache = b.manager.cache
+    clients = {}
+    for i, name in enumerate(("svc-a", "svc-b", "svc-c")):
+        clients[name] = JavaLikeClient(w.connect(b, f"10.0.1.{i + 1}", 41000 + i, name), _parts(name, 2))
+        clients[name].poll()
+    w.advance(130)  # older than the 120 s eviction protection, touched again below
+    for c in clients.values():
+        c.poll()
+    cache.drain_events() if hasattr(cache, "drain_events") else None
+    big = [("big-d", 5, "10.0.1.10", 41010), ("big-e", 6, "10.0.1.11", 41011)]
+    for n, (name, size, ip, port) in enumerate(big):
+        newcomer = JavaLikeClient(w.connect(b, ip, port, name), _parts(name, size))
+        newcomer.poll()
+        evicted = [e.session_id for e in cache.drain_events() if isinstance(e, SessionEvicted)]
+        assert len(evicted) == 1, evicted
+        victim_name = next(k for k, c in clients.items() if c.handler.next_metadata.session_id == evicted[0])
+        victim = clients.pop(victim_name)
+        for c in clients.values():  # the survivors keep fetching: they were in the cache all along
+            c.poll()
+        req = victim.poll()  # incremental on the evicted session
+        assert req.outcome.error_code == 70
+        w.expect("FETCH_SESSION_ID_NOT_FOUND", "evicted", req, victim.conn)
+        if n == 0:
+            again = victim.poll()  # (0, 0): no free slot, nothing evictable (equal size) -> session id 0
+            assert again.outcome.session_id == 0 and again.outcome.error_code == 0
+            w.expect("CACHE_FULL", None, again, victim.conn)
+        newcomer.poll()
+        clients[name] = newcomer
+    w.expect("EVICTION_PRESSURE", None)
+
+
+@scenario("An epoch retried after a lost response: the broker processed epoch N, the client resent it on a new "
+          "connection.")  # fmt: skip
+def epoch_retry(w: World) -> None:
+    b = w.broker()
+    parts = _parts("events", 2)
+    _produce(b, parts, 10)
+    conn = w.connect(b, "10.0.2.1", 42000, "retrying-client")
+    c = JavaLikeClient(conn, parts)
+    for _ in range(3):
+        c.poll()
+    req, _ = c.request()
+    conn.respond(req, lost=True)  # the broker answered; the capture (and the client) never saw it
+    w.expect("RESPONSE_MISSING", None, conn=conn, request_frame=req.request_frame)
+    w.advance(30)
+    conn.close(rst="client")
+    conn2 = w.connect(b, "10.0.2.1", 42001, "retrying-client")
+    dup = conn2.fetch(req.meta, {})  # the same (session id, epoch) again
+    assert dup.outcome.error_code == 71
+    w.expect("INVALID_FETCH_SESSION_EPOCH", "duplicate_request", dup, conn2)
+    c.conn = conn2
+    c.handler.handle_error()  # back to (id, 0): close and re-create
+    for _ in range(2):
+        c.poll()
+
+
+@scenario("Two fetches of one session in flight at once on one connection (KAFKA-8052).")
+def concurrent_fetch(w: World) -> None:
+    b = w.broker()
+    parts = _parts("clicks", 2)
+    _produce(b, parts, 10)
+    conn = w.connect(b, "10.0.3.1", 43000, "racy-consumer")
+    c = JavaLikeClient(conn, parts)
+    c.poll()
+    c.poll()
+    first, _ = c.request()
+    second = conn.request(first.meta, {})  # the heartbeat thread's fetch, same epoch
+    conn.respond(first)
+    conn.respond(second)
+    assert second.outcome.error_code == 71
+    w.expect("INVALID_FETCH_SESSION_EPOCH", "concurrent_requests", second, conn)
+    c.handle(first)
+    c.poll()
+
+
+@scenario("A broker restart: every connection resets and every session fails once with FETCH_SESSION_ID_NOT_FOUND.")
+def broker_restart(w: World) -> None:
+    b = w.broker()
+    clients = []
+    for i in range(3):
+        parts = _parts(f"topic{i}", 2)
+        _produce(b, parts, 10)
+        clients.append(JavaLikeClient(w.connect(b, f"10.0.4.{i + 1}", 44000 + i, f"worker-{i}"), parts))
+    for _ in range(2):
+        for c in clients:
+            c.poll()
+    for c in clients:
+        c.conn.close(rst="server")
+    b.restart()
+    w.advance(5)
+    for i, c in enumerate(clients):
+        c.conn = w.connect(b, f"10.0.4.{i + 1}", 44100 + i, f"worker-{i}")
+        req = c.poll()  # this client keeps its session across the reconnect (as franz-go does)
+        assert req.outcome.error_code == 70
+        w.expect("FETCH_SESSION_ID_NOT_FOUND", "broker_restart", req, c.conn)
+    for c in clients:
+        c.poll()
+        c.poll()
+
+
+@scenario("A client that opens a new session on every fetch and ignores it (the old Sarama bug, IBM/sarama#1644).")
+def sarama_churn(w: World) -> None:
+    b = w.broker()
+    parts = _parts("logs", 3)
+    _produce(b, parts, 50)
+    conn = w.connect(b, "10.0.5.1", 45000, "sarama")
+    for _ in range(8):
+        conn.fetch(FetchMetadata.INITIAL, {tp: 0 for tp in parts}, version=7)
+        w.advance(0.5)
+    w.expect("SESSION_CHURN", None, conn=conn)
+
+
+@scenario("A sessionless client (epoch -1, like librdkafka) fetching 200 partitions every time.")
+def sessionless_many(w: World) -> None:
+    b = w.broker()
+    parts = _parts("metrics", 200)
+    conn = w.connect(b, "10.0.6.1", 46000, "rdkafka")
+    for _ in range(2):
+        conn.fetch(FetchMetadata.LEGACY, {tp: 0 for tp in parts}, version=11)
+    w.expect("SESSIONLESS_CLIENT", None, conn=conn)
+
+
+def _near_max(w: World, name: str, port: int):
+    """A session fast-forwarded (before the capture) to epoch MAX_INT - 2; the capture starts mid-stream."""
+    b = w.broker()
+    parts = _parts(name, 2)
+    _produce(b, parts, 10)
+    w.silent = True
+    conn = w.connect(b, "10.0.7.1", port, name)
+    c = JavaLikeClient(conn, parts)
+    c.poll()
+    sid = c.handler.next_metadata.session_id
+    session = b.manager.cache.get(sid)
+    session.epoch = MAX_INT - 2  # what 2^31 fetches would have done
+    c.handler.next_metadata = FetchMetadata(sid, MAX_INT - 2)
+    w.silent = False
+    for _ in range(3):
+        c.poll()
+    return b, conn, c, sid
+
+
+@scenario("Epoch wrap done right: after 2147483647 the client sends epoch 1 (capture starts mid-stream).")
+def epoch_wrap_ok(w: World) -> None:
+    _, _, c, _ = _near_max(w, "wrap-ok", 47000)
+    for _ in range(3):
+        c.poll()
+
+
+@scenario("Epoch wrap done wrong: after 2147483647 the client overflows to -2147483648.")
+def epoch_wrap_bad(w: World) -> None:
+    _, conn, c, sid = _near_max(w, "wrap-bad", 47100)
+    bad = conn.fetch(FetchMetadata(sid, -(2**31)), {})
+    assert bad.outcome.error_code == 71
+    w.expect("INVALID_FETCH_SESSION_EPOCH", "bad_wrap", bad, conn)
+    c.handler.next_metadata = FetchMetadata(sid, 0)
+    c.poll()
+    c.poll()
+
+
+@scenario("A session created with Fetch v13 (topic ids) continued with Fetch v12: FETCH_SESSION_TOPIC_ID_ERROR.")
+def topic_id_switch(w: World) -> None:
+    b = w.broker()
+    parts = _parts("inventory", 2)
+    _produce(b, parts, 10)
+    conn = w.connect(b, "10.0.8.1", 48000, "upgrading-consumer")
+    c = JavaLikeClient(conn, parts, version=13)
+    c.poll()
+    c.poll()
+    meta = c.handler.next_metadata
+    bad = conn.fetch(meta, {parts[0]: 5}, version=12)
+    assert bad.outcome.error_code == 106
+    w.expect("FETCH_SESSION_TOPIC_ID_ERROR", "version_mismatch", bad, conn)
+    c.handler.next_metadata = FetchMetadata(meta.session_id, 0)
+    c.poll()
+
+
+@scenario("A capture that starts mid-stream: a response whose request was before the capture, then live sessions.")
+def midstream(w: World) -> None:
+    b = w.broker()
+    parts = _parts("stream", 3)
+    _produce(b, parts, 20)
+    w.silent = True
+    conn = w.connect(b, "10.0.9.1", 49000, "long-lived")
+    c = JavaLikeClient(conn, parts)
+    c.poll()
+    c.poll()
+    req, _ = c.request()
+    w.silent = False
+    conn.respond(req)  # its request is not in the capture
+    w.expect("REQUEST_MISSING", None, conn=conn, response_frame=req.response_frame)
+    c.handle(req)
+    for _ in range(4):
+        c.poll()
+        _produce(b, parts[:1], 2)
+
+
+@scenario("KIP-74 starvation on an old broker (before KAFKA-12330): partition 2 has data but full responses never "
+          "include it.")  # fmt: skip
+def starvation(w: World) -> None:
+    b = w.broker()
+    parts = _parts("busy", 3)
+    conn = w.connect(b, "10.0.10.1", 50000, "starved-consumer")
+    blob = record_batch(5)
+    offsets = {tp: 0 for tp in parts}
+    hw = 1000
+    for i in range(6):
+        req = conn.request(FetchMetadata.LEGACY, dict(offsets), version=11, max_bytes=2 * len(blob))
+        # The old broker fills MaxBytes with partitions 0 and 1 and reports partition 2's data without reading it.
+        picks = []
+        for t, p in parts:
+            tip = next(k for k in req.fetch_data if k.partition == p)
+            size = len(blob) if p < 2 else 0
+            picks.append((tip, PartitionResult(high_watermark=hw, last_stable_offset=hw, log_start_offset=0,
+                                               records_size=size)))  # fmt: skip
+        records = {tip: blob for tip, r in picks if r.records_size}
+        conn.respond(req, outcome=FetchOutcome(0, 0, 0, tuple(picks)), records=records)
+        if i == 4:
+            w.expect("PARTITION_STARVATION", None, conn=conn, response_frame=req.response_frame)
+        for t, p in parts[:2]:
+            offsets[(t, p)] += 5
+
+
+def generate(name: str, path) -> list[dict]:
+    """Write scenario `name` to `path`; return its expected findings."""
+    fn, _ = SCENARIOS[name]
+    w = World(path)
+    try:
+        fn(w)
+    finally:
+        w.close()
+    return w.expected
+
+
+__all__ = ["SCENARIOS", "generate", "World", "Connection", "Pending", "topic_id"]

@@ -1,0 +1,261 @@
+"""A scripted world for synthetic captures: brokers driven by the session engine, clients on TCP connections.
+
+Both sides come from fetchtool.sessions: the broker's answer is FetchManager.new_context +
+update_and_generate_response over a small in-memory log; well-behaved clients use FetchSessionHandler, and
+misbehaving scripted clients pass their own (session id, epoch). Messages are encoded with
+fetchtool.protocol.codec (kio) and written with fetchtool.capture.writer, so the capture holds real wire bytes.
+
+Requests and responses are separate steps (`Connection.request`, `Connection.respond`) so a script can pipeline
+requests, lose a response, or reset a connection in between. The broker processes a request when it responds.
+`World.expect(...)` records the findings the script's construction implies, for the scenario's expected.json.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import random
+import uuid
+from dataclasses import dataclass, field
+
+from fetchtool.capture.events import Endpoint
+from fetchtool.capture.writer import LINKTYPE_ETHERNET, PcapWriter, TcpConversation
+from fetchtool.exchange import ForgottenPartition, RequestPartition, ResponsePartition
+from fetchtool.protocol.codec import FetchRequestBody, FetchResponseBody, encode_request, encode_response
+from fetchtool.protocol.headers import encode_request_header, encode_response_header
+from fetchtool.sessions import (FetchManager, FetchMetadata, FetchOutcome, FetchSessionCache, FetchSessionHandler,
+                                PartitionData, PartitionResult, TopicIdPartition, TopicPartition)  # fmt: skip
+
+FETCH = 1
+START = 1_700_000_000.0
+_STAMP = datetime.datetime(2023, 11, 14, tzinfo=datetime.timezone.utc)
+
+
+def topic_id(name: str) -> uuid.UUID:
+    return uuid.uuid5(uuid.NAMESPACE_DNS, f"fetchtool.synth.{name}")
+
+
+def record_batch(count: int, value_size: int = 40) -> bytes:
+    """One uncompressed magic-2 batch of `count` records (deterministic bytes)."""
+    from kio.records.schema import NewRecordBatch, Record
+    from kio.records.writers import write_new_batch
+
+    records = tuple(Record(attributes=0, timestamp=_STAMP, offset=i, key=None, value=b"v" * value_size, headers=())
+                    for i in range(count))  # fmt: skip
+    buf = io.BytesIO()
+    write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1, base_sequence=-1, records=records,
+                                        attributes=0))  # fmt: skip
+    return buf.getvalue()
+
+
+class Broker:
+    """A broker: an address, a session cache (the engine) and, per partition, a high watermark."""
+
+    def __init__(self, world: World, ip: str, port: int, slots: int, shards: int) -> None:
+        self.world = world
+        self.endpoint = Endpoint(ip, port)
+        self.slots, self.shards = slots, shards
+        self.manager = FetchManager(FetchSessionCache(slots, shards, rng=random.Random(world.seed)))
+        self.hw: dict[tuple[str, int], int] = {}
+        self.batch_records = 5  # records per batch returned
+
+    def restart(self) -> None:
+        """Sessions live only in memory: a restart loses them all."""
+        self.manager = FetchManager(FetchSessionCache(self.slots, self.shards, rng=random.Random(self.world.seed + 1)))
+
+    def produce(self, topic: str, partition: int, records: int) -> None:
+        self.hw[(topic, partition)] = self.hw.get((topic, partition), 0) + records
+
+    def read(self, tip: TopicIdPartition, data: PartitionData) -> tuple[PartitionResult, bytes | None]:
+        hw = self.hw.get((tip.topic, tip.partition), 0)
+        n = min(self.batch_records, max(0, hw - data.fetch_offset))
+        blob = record_batch(n) if n else None
+        return PartitionResult(high_watermark=hw, last_stable_offset=hw, log_start_offset=0,
+                               records_size=len(blob) if blob else 0), blob  # fmt: skip
+
+
+@dataclass
+class Pending:
+    """A request on the wire, waiting for the broker's answer."""
+
+    version: int
+    correlation_id: int
+    meta: FetchMetadata
+    fetch_data: dict[TopicIdPartition, PartitionData]
+    forgotten: list[TopicIdPartition]
+    max_bytes: int
+    request_frame: int
+    ts: float
+    response_frame: int | None = None
+    outcome: FetchOutcome | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class Connection:
+    def __init__(self, world: World, broker: Broker, ip: str, port: int, client_id: str, handshake: bool) -> None:
+        self.world, self.broker, self.client_id = world, broker, client_id
+        self.endpoint = Endpoint(ip, port)
+        self.conv = TcpConversation(world.out, self.endpoint, broker.endpoint, client_isn=port * 7,
+                                    server_isn=port * 11)  # fmt: skip
+        self.correlation = 0
+        if handshake and not world.silent:
+            world.t = self.conv.handshake(world.t)
+
+    @property
+    def address(self) -> str:
+        return str(self.endpoint)
+
+    def request(self, meta: FetchMetadata, partitions: dict[tuple[str, int], int], *, version: int = 12,
+                forget: list[tuple[str, int]] = (), max_bytes: int = 52428800, partition_max_bytes: int = 1048576
+                ) -> Pending:  # fmt: skip
+        w = self.world
+        w.tick()
+        self.correlation += 1
+        ids = version >= 13
+        data = {}
+        for (t, p), off in partitions.items():
+            tid = topic_id(t) if ids else uuid.UUID(int=0)
+            data[TopicIdPartition(tid, t, p)] = PartitionData(off, max_bytes=partition_max_bytes, topic_id=tid)
+        forgotten = [TopicIdPartition(topic_id(t) if ids else uuid.UUID(int=0), t, p) for t, p in forget]
+        body = FetchRequestBody(
+            replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+            session_id=meta.session_id, session_epoch=meta.epoch, rack_id="",
+            partitions=tuple(RequestPartition(k.topic, str(k.topic_id) if ids else None, k.partition, d.fetch_offset,
+                                              d.max_bytes, -1, -1, -1) for k, d in data.items()),
+            forgotten=tuple(ForgottenPartition(k.topic, str(k.topic_id) if ids else None, k.partition)
+                            for k in forgotten),
+        )  # fmt: skip
+        msg = encode_request_header(FETCH, version, self.correlation, self.client_id) + encode_request(FETCH, version, body)
+        ts = w.t
+        if w.silent:  # before the capture starts: the bytes pass, the writer does not see them
+            self.conv.next["client"] = (self.conv.next["client"] + 4 + len(msg)) & 0xFFFFFFFF
+            return Pending(version, self.correlation, meta, data, forgotten, max_bytes, None, ts)
+        w.t = self.conv.send("client", len(msg).to_bytes(4, "big") + msg, w.t, ack=False)
+        return Pending(version, self.correlation, meta, data, forgotten, max_bytes, w.out.frames, ts)
+
+    def respond(self, req: Pending, *, outcome: FetchOutcome | None = None, records: dict | None = None,
+                throttle_ms: int = 0, lost: bool = False) -> FetchOutcome:  # fmt: skip
+        """The broker answers `req`: through the engine, or with a scripted `outcome` (+ `records` blobs)."""
+        w = self.world
+        w.tick()
+        blobs = dict(records or {})
+        if outcome is None:
+            ctx = self.broker.manager.new_context(w.now_ms, req.version, req.meta, False, req.fetch_data,
+                                                  req.forgotten, {topic_id(t): t for t, _ in self.broker.hw})  # fmt: skip
+            results = {}
+            for tip, data in ctx.partitions():
+                results[tip], blobs[tip] = self.broker.read(tip, data)
+            outcome = (ctx.throttled_response(throttle_ms) if throttle_ms
+                       else ctx.update_and_generate_response(w.now_ms, results))  # fmt: skip
+        ids = req.version >= 13
+        parts, recs = [], []
+        for tip, r in outcome.partitions:
+            parts.append(ResponsePartition(tip.topic, str(tip.topic_id) if ids else None, tip.partition, r.error_code,
+                                           r.high_watermark, r.last_stable_offset, r.log_start_offset, -1, -1, -1,
+                                           r.records_size, 0, 0, None))  # fmt: skip
+            recs.append(blobs.get(tip))
+        body = FetchResponseBody(throttle_time_ms=outcome.throttle_time_ms, error_code=outcome.error_code,
+                                 session_id=outcome.session_id, partitions=tuple(parts), records=tuple(recs))
+        msg = encode_response_header(FETCH, req.version, req.correlation_id) + encode_response(FETCH, req.version, body)
+        req.outcome = outcome
+        if w.silent:  # before the capture: delivered, so the stream goes on after these bytes
+            self.conv.next["server"] = (self.conv.next["server"] + 4 + len(msg)) & 0xFFFFFFFF
+            return outcome
+        if lost:  # processed by the broker, lost on the way: neither the client nor the capture saw it
+            return outcome
+        w.t = self.conv.send("server", len(msg).to_bytes(4, "big") + msg, w.t, ack=False)
+        req.response_frame = w.out.frames
+        req.outcome = outcome
+        return outcome
+
+    def fetch(self, meta: FetchMetadata, partitions: dict[tuple[str, int], int], **kw) -> Pending:
+        req = self.request(meta, partitions, **kw)
+        self.respond(req)
+        return req
+
+    def close(self, *, rst: str | None = None) -> None:
+        self.world.t = self.conv.close(self.world.t, rst=rst)
+
+
+class JavaLikeClient:
+    """A well-behaved consumer: Kafka's FetchSessionHandler per broker; positions advance with the records."""
+
+    def __init__(self, conn: Connection, partitions: list[tuple[str, int]], version: int = 12) -> None:
+        self.conn = conn
+        self.version = version
+        self.handler = FetchSessionHandler(node_id=1)
+        self.positions = {tp: 0 for tp in partitions}
+
+    def build(self):
+        b = self.handler.new_builder()
+        ids = self.version >= 13
+        for (t, p), off in self.positions.items():
+            b.add(TopicPartition(t, p), PartitionData(off, topic_id=topic_id(t) if ids else uuid.UUID(int=0)))
+        return b.build()
+
+    def request(self) -> tuple[Pending, object]:
+        data = self.build()
+        sent = {(tp.topic, tp.partition): d.fetch_offset for tp, d in data.to_send.items()}
+        forget = [(k.topic, k.partition) for k in data.forgotten_for_version(self.version)]
+        return self.conn.request(data.metadata, sent, version=self.version, forget=forget), data
+
+    def handle(self, req: Pending) -> bool:
+        o = req.outcome
+        tps = [TopicPartition(t.topic, t.partition) for t, _ in o.partitions]
+        ok = self.handler.handle_response(o.error_code, o.session_id, o.throttle_time_ms, tps,
+                                          {t.topic_id for t, _ in o.partitions}, req.version)  # fmt: skip
+        if ok:
+            for tip, r in o.partitions:
+                if r.records_size:
+                    key = (tip.topic, tip.partition)
+                    self.positions[key] = min(r.high_watermark, self.positions[key] + self.conn.broker.batch_records)
+        return ok
+
+    def poll(self) -> Pending:
+        req, _ = self.request()
+        self.conn.respond(req)
+        self.handle(req)
+        return req
+
+
+class World:
+    def __init__(self, path, *, seed: int = 7) -> None:
+        self.seed = seed
+        self.out = PcapWriter(path, LINKTYPE_ETHERNET)
+        self.t = START
+        self.expected: list[dict] = []
+        self.silent = False  # True: nothing is written (the part of the story before the capture starts)
+        self.file = getattr(path, "name", str(path)).rsplit("/", 1)[-1]
+
+    @property
+    def now_ms(self) -> int:
+        return int(round((self.t - START) * 1000))
+
+    def tick(self, seconds: float = 0.001) -> None:
+        self.t += seconds
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+    def broker(self, ip: str = "10.0.0.100", port: int = 9092, *, slots: int = 1000, shards: int = 8) -> Broker:
+        return Broker(self, ip, port, slots, shards)
+
+    def connect(self, broker: Broker, ip: str, port: int, client_id: str, *, handshake: bool = True) -> Connection:
+        return Connection(self, broker, ip, port, client_id, handshake)
+
+    def expect(self, code: str, cause: str | None = None, req: Pending | None = None, conn: Connection | None = None,
+               **extra) -> None:  # fmt: skip
+        """Record a finding the construction implies (frames of the exchange that shows it)."""
+        e = {"code": code, "cause": cause}
+        if req is not None:
+            e["request_frame"] = req.request_frame
+            e["response_frame"] = req.response_frame
+            e["session_id"] = req.meta.session_id
+        if conn is not None:
+            e["client"] = conn.address
+            e["broker"] = str(conn.broker.endpoint)
+        e.update(extra)
+        self.expected.append(e)
+
+    def close(self) -> None:
+        self.out.close()
