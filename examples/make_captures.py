@@ -399,8 +399,11 @@ tcpdump {tcpdump}. Each capture has its own fresh broker (memory storage) on 127
 {partitions} partitions and the same {records} known records, produced beforehand with kafka-python (production is
 not in the captures). Per partition: key/value records, one with two headers, one with a null key, one tombstone
 (null value); two record batches, the second gzip-compressed. Each consumer uses an explicit assignment (no
-consumer group), reads everything from offset 0, keeps polling for about two seconds (empty fetches that wait
-MaxWaitMs), then closes.
+group membership; librdkafka still looks up a group coordinator), reads everything from offset 0, keeps polling
+for about two seconds (empty fetches that wait MaxWaitMs), then closes.
+
+This file covers the real captures at the top level only; `scenarios/` holds synthetic captures made by
+fetchtool's own scenario generator and has its own README.
 
 tansu never grants fetch sessions: every Fetch response carries SessionId 0, so no capture here shows an
 incremental session; the session-capable kafka-python keeps sending full fetches.
@@ -455,7 +458,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "captures", help="directory for the captures")
     parser.add_argument("--only", nargs="*", help="capture file names to remake (default: all)")
+    parser.add_argument("--readme-only", action="store_true", help="only rewrite README.md from manifest.json")
     args = parser.parse_args()
+    if args.readme_only:
+        write_readme(json.loads((args.out / "manifest.json").read_text()), args.out)
+        return
     if shutil.which("tcpdump") is None:
         sys.exit("make_captures: tcpdump not found (apt-get install tcpdump)")
     tansu, tshark = find_tansu(), find_tshark()
