@@ -23,7 +23,8 @@ SESSIONLESS_PARTITIONS = 100  # a sessionless client listing at least this many 
 CHURN_SESSIONS = 5  # sessions created by one client on one broker, without incremental use, to call it churn
 STARVATION_RUNS = 5  # full responses in a row that leave out a partition with data
 FULL_RESPONSE = 0.9  # a response whose records reach this share of MaxBytes is "full" (KIP-74)
-IN_FLIGHT_GRACE = 1.0  # seconds past MaxWaitMs before an unanswered request at the capture's end counts
+IN_FLIGHT_GRACE = 1.0
+SNAPSHOT_ERRORS = {98: "SNAPSHOT_NOT_FOUND", 99: "POSITION_OUT_OF_RANGE"}  # KIP-630 codes the engine does not name  # seconds past MaxWaitMs before an unanswered request at the capture's end counts
 
 
 @dataclass(slots=True)
@@ -236,7 +237,7 @@ class FindingsEngine:
             tkey = (obs.client.host, obs.client.client_id, ex.broker, k)
             if rp.error_code:
                 self._snapshot_error(ex, tkey + (rp.error_code,), f"FetchSnapshot of {name} failed with "
-                                     f"{error_name(rp.error_code)} ({rp.error_code}).")  # fmt: skip
+                                     f"{SNAPSHOT_ERRORS.get(rp.error_code) or error_name(rp.error_code)} ({rp.error_code}).")  # fmt: skip
                 self._snapshot_next.pop(tkey, None)
                 continue
             if rq is None:

@@ -273,6 +273,22 @@ def starvation(w: World) -> None:
             offsets[(t, p)] += 5
 
 
+@scenario("FetchSnapshot (KIP-630) transfers: one skips ahead of the transferred position, one gets "
+          "SNAPSHOT_NOT_FOUND (98).")  # fmt: skip
+def snapshot_errors(w: World) -> None:
+    b = w.broker(port=9093)
+    conn = w.connect(b, "10.0.11.2", 51000, "raft-follower-2")
+    meta = "__cluster_metadata"
+    conn.snapshot(meta, 0, (100, 3), 0, size=2500, chunk=1000)
+    conn.snapshot(meta, 0, (100, 3), 1000, size=2500, chunk=1000)
+    req_frame, resp_frame = conn.snapshot(meta, 0, (100, 3), 2300, size=2500, chunk=1000)  # skipped 2000..2300
+    w.expect("SNAPSHOT_ERROR", None, conn=conn, request_frame=req_frame, response_frame=resp_frame)
+    req_frame, resp_frame = conn.snapshot(meta, 0, (200, 4), 0, size=0, chunk=1000, error=98)
+    w.expect("SNAPSHOT_ERROR", None, conn=conn, request_frame=req_frame, response_frame=resp_frame)
+    conn.snapshot(meta, 0, (180, 4), 0, size=1500, chunk=1000)
+    conn.snapshot(meta, 0, (180, 4), 1000, size=1500, chunk=1000)
+
+
 def generate(name: str, path) -> list[dict]:
     """Write scenario `name` to `path`; return its expected findings."""
     fn, _ = SCENARIOS[name]

@@ -27,6 +27,7 @@ from fetchtool.sessions import (FetchManager, FetchMetadata, FetchOutcome, Fetch
                                 PartitionData, PartitionResult, TopicIdPartition, TopicPartition)  # fmt: skip
 
 FETCH = 1
+SNAPSHOT = 59
 START = 1_700_000_000.0
 _STAMP = datetime.datetime(2023, 11, 14, tzinfo=datetime.timezone.utc)
 
@@ -167,6 +168,30 @@ class Connection:
         req.response_frame = w.out.frames
         req.outcome = outcome
         return outcome
+
+    def snapshot(self, topic: str, partition: int, snapshot_id: tuple[int, int], position: int, *, size: int,
+                 chunk: int, error: int = 0, replica_id: int = 2) -> tuple[int, int]:  # fmt: skip
+        """A FetchSnapshot (KIP-630) exchange, scripted on both sides (the engine has no snapshot state).
+        Returns (request frame, response frame)."""
+        w = self.world
+        w.tick()
+        self.correlation += 1
+        end, epoch = snapshot_id
+        req = FetchRequestBody(replica_id=replica_id, max_wait_ms=None, min_bytes=None, max_bytes=chunk,
+                               isolation_level=None, session_id=None, session_epoch=None, rack_id=None,
+                               partitions=(RequestPartition(topic, None, partition, position, -1, -1, 5, -1, end,
+                                                            epoch),))  # fmt: skip
+        msg = encode_request_header(SNAPSHOT, 0, self.correlation, self.client_id) + encode_request(SNAPSHOT, 0, req)
+        w.t = self.conv.send("client", len(msg).to_bytes(4, "big") + msg, w.t, ack=False)
+        request_frame = w.out.frames
+        w.tick()
+        data = b"" if error else bytes((position + i) % 251 for i in range(max(0, min(chunk, size - position))))
+        resp = FetchResponseBody(throttle_time_ms=0, error_code=0, session_id=None, partitions=(
+            ResponsePartition(topic, None, partition, error, size, -1, position, -1, -1, -1, len(data), 0, 0, None,
+                              end, epoch),), records=(data,))  # fmt: skip
+        msg = encode_response_header(SNAPSHOT, 0, self.correlation) + encode_response(SNAPSHOT, 0, resp)
+        w.t = self.conv.send("server", len(msg).to_bytes(4, "big") + msg, w.t, ack=False)
+        return request_frame, w.out.frames
 
     def fetch(self, meta: FetchMetadata, partitions: dict[tuple[str, int], int], **kw) -> Pending:
         req = self.request(meta, partitions, **kw)
