@@ -114,3 +114,116 @@ def print_simulate(console: Console, plan: ReplayPlan, captured: CapturedCounts,
     console.print(ct)
     if len(ranked) > max_clients:
         console.print(f"... {len(ranked) - max_clients} more client streams (use --format json for all)")
+
+
+# -------------------------------------------------------------------------------------------- replay
+def replay_json(run, captured: CapturedCounts) -> dict:
+    """`fetchtool replay --format json` (design.md contract)."""
+    from fetchtool.replay.driver import divergence, percentile
+
+    totals = Tally()
+    rtts: list[float] = []
+    for r in run.streams:
+        totals.add(r.tally)
+        rtts.extend(r.rtts_ms)
+    return {
+        "target": run.target,
+        "totals": {**totals.to_json(), "responses": totals.responses,
+                   "rtt_ms": {"p50": percentile(rtts, 0.5), "p99": percentile(rtts, 0.99)},
+                   "timeouts": sum(r.timeouts for r in run.streams)},
+        "captured": captured.totals.to_json(),
+        "clients": [
+            {
+                "client": r.stream.client,
+                "client_id": r.stream.client_id,
+                "broker": r.stream.broker,
+                "behaviour": r.stream.behaviour,
+                **r.tally.to_json(),
+                "sessions_established": r.tally.sessions_created,
+                "rtt_ms": {"p50": percentile(r.rtts_ms, 0.5), "p99": percentile(r.rtts_ms, 0.99)},
+                "timeouts": r.timeouts,
+                "session_ids": {str(c): live for c, live in r.session_ids.items()},
+                "problem": r.problem,
+                "captured": captured.streams[r.stream.index].to_json(),
+            }
+            for r in run.streams
+        ],
+        "divergence": divergence(run, captured.streams),
+        "notes": run.notes,
+        "speed": "as-fast-as-possible" if run.options.as_fast else run.options.speed,
+        "sessions": run.options.sessions,
+        "config": run.options.config.to_json() if run.target == "embedded" else None,
+        "elapsed_s": round(run.elapsed_s, 3),
+        "finished": run.finished,
+        "interrupted": run.interrupted,
+        "broker_metrics": run.broker_metrics,
+    }
+
+
+def print_replay(console: Console, run, captured: CapturedCounts) -> None:
+    doc = replay_json(run, captured)
+    state = "complete" if run.finished else "[yellow]partial (interrupted)[/yellow]"
+    console.print(f"[bold]Replay[/bold] against {run.target} ({state}): {doc['totals']['requests']:,} requests in "
+                  f"{run.elapsed_s:,.1f} s, speed {doc['speed']}, sessions {run.options.sessions}")
+    table = Table(title="Totals: the capture and the replay", title_justify="left")
+    for col in ("", "requests", "responses", "sessions", "70", "71", "other errors", "incremental", "request MB",
+                "response MB", "rtt p50 ms", "rtt p99 ms"):
+        table.add_column(col, justify="left" if not col else "right")
+    cap = captured.totals
+    table.add_row("captured", f"{cap.requests:,}", f"{cap.responses:,}", f"{cap.sessions_created:,}",
+                  _errors_cell(cap, 70), _errors_cell(cap, 71), str(_other_errors(cap)),
+                  f"{cap.incremental_share:.0%}", _mb(cap.request_bytes), _mb(cap.response_bytes), "", "",
+                  style="dim")
+    live = Tally()
+    for r in run.streams:
+        live.add(r.tally)
+    rtt = doc["totals"]["rtt_ms"]
+    table.add_row("replay", f"{live.requests:,}", f"{live.responses:,}", f"{live.sessions_created:,}",
+                  _errors_cell(live, 70), _errors_cell(live, 71), str(_other_errors(live)),
+                  f"{live.incremental_share:.0%}", _mb(live.request_bytes), _mb(live.response_bytes),
+                  str(rtt["p50"]), str(rtt["p99"]))
+    console.print(table)
+    ct = Table(title="Clients", title_justify="left")
+    for col in ("client", "broker", "behaviour", "sent", "answered", "sessions", "errors (replay)",
+                "errors (captured)", "rtt p50/p99 ms"):
+        ct.add_column(col)
+    for c in doc["clients"][:30]:
+        ct.add_row(f"{c['client']} ({c['client_id']})" if c["client_id"] else c["client"], c["broker"],
+                   c["behaviour"], str(c["requests"]), str(c["responses"]), str(c["sessions_established"]),
+                   _codes(c["errors"]), _codes(c["captured"]["errors"]),
+                   f"{c['rtt_ms']['p50']}/{c['rtt_ms']['p99']}")
+    console.print(ct)
+    if doc["divergence"]:
+        dt = Table(title="Divergence from the capture", title_justify="left")
+        for col in ("client", "broker", "error", "captured", "replay", ""):
+            dt.add_column(col)
+        for d in doc["divergence"][:30]:
+            dt.add_row(d["client"], d["broker"], str(d["error"]), str(d["captured"]), str(d["replay"]),
+                       "only in the capture" if d["direction"] == "captured_only" else "only in the replay")
+        console.print(dt)
+    else:
+        console.print("No divergence: the replay got the same errors as the capture, client by client.")
+    for note in doc["notes"]:
+        console.print(f"note: {note}")
+
+
+def _codes(errors: dict) -> str:
+    return ", ".join(f"{code}x{n}" for code, n in errors.items()) or "-"
+
+
+def plan_summary_lines(plan: ReplayPlan, speed: float | None) -> list[str]:
+    """--dry-run: clients, requests, expected duration."""
+    s = plan.summary()
+    expected = "as fast as possible" if speed is None else f"{plan.duration_ms / 1000 / speed:,.1f} s at speed {speed:g}"
+    lines = [
+        f"{s['requests']:,} Fetch requests from {s['clients']} client(s) in {s['streams']} connection(s) to "
+        f"{len(s['brokers'])} broker(s); capture spans {s['duration_s']:,.1f} s; expected replay: {expected}",
+        "topics: " + (", ".join(f"{n} ({p} partitions)" for n, p in s["topics"].items()) or "-"),
+        "session behaviour: " + ", ".join(f"{k} {v}" for k, v in s["behaviours"].items()),
+    ]
+    if s["skipped"]:
+        lines.append("not replayed: " + ", ".join(f"{k} {v}" for k, v in s["skipped"].items()))
+    for st in s["per_stream"]:
+        lines.append(f"  {st['client']} ({st['client_id']}) -> {st['broker']}: {st['requests']} fetches, "
+                     f"{st['partitions']} partitions, {st['behaviour']}{', follower' if st['follower'] else ''}")
+    return lines

@@ -1,0 +1,137 @@
+"""replay: re-issue a capture's fetches over real sockets, against the embedded broker and against tansu."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fetchtool.cli import app
+from fetchtool.replay.driver import ReplayError, ReplayOptions, ReplayRun, divergence, replay
+from fetchtool.replay.loading import load_plan
+from fetchtool.replay.simulate import SimConfig, simulate
+from fetchtool.replay.tally import captured_counts
+
+from .test_simulate import _small_consumers_then_a_big_one
+
+CAPTURES = Path(__file__).resolve().parents[2] / "captures"
+REAL_CAPTURES = sorted(p for p in CAPTURES.glob("*.pcap*"))
+
+
+def _run(plan, **options) -> ReplayRun:
+    return asyncio.run(replay(plan, ReplayOptions(**options)))
+
+
+def _errors(run: ReplayRun) -> dict:
+    out: dict = {}
+    for r in run.streams:
+        for code, n in r.tally.errors.items():
+            out[code] = out.get(code, 0) + n
+    return out
+
+
+def test_the_embedded_broker_with_the_tight_cache_reproduces_the_eviction_and_a_larger_cache_removes_it():
+    plan = _small_consumers_then_a_big_one()
+    tight = _run(plan, config=SimConfig(2, 1, 100))
+    assert tight.finished and _errors(tight) == {70: 1}
+    # the replay agrees with the in-memory simulation of the same configuration. Which small session is the
+    # victim depends on the random session ids (the smallest id goes first among equals), so compare the set.
+    predicted = simulate(plan, SimConfig(2, 1, 100))
+    live = sorted((r.stream.client_id == "big", r.tally.errors.get(70, 0), r.tally.sessions_created)
+                  for r in tight.streams)
+    sim = sorted((s.client_id == "big", predicted.streams[s.index].errors.get(70, 0),
+                  predicted.streams[s.index].sessions_created) for s in plan.streams)
+    assert live == sim
+    assert tight.broker_metrics["IncrementalFetchSessionEvictionsPerSec"] == 2
+    roomy = _run(plan, config=SimConfig(3, 1, 100))
+    assert _errors(roomy) == {}
+    assert sum(r.tally.sessions_created for r in roomy.streams) == 3
+    # live session ids replace the captured ones
+    ids = {r.stream.client_id: r.session_ids for r in roomy.streams}
+    assert set(ids["big"]) == {303} and ids["big"][303] != 303
+
+
+def test_as_fast_as_possible_keeps_the_captured_order_and_the_captured_clock():
+    plan = _small_consumers_then_a_big_one()
+    fast = _run(plan, config=SimConfig(2, 1, 100), as_fast=True)
+    assert _errors(fast) == {70: 1}
+    assert fast.elapsed_s < plan.duration_ms / 1000  # faster than the capture itself
+
+
+@pytest.mark.parametrize("capture", REAL_CAPTURES, ids=lambda p: p.name)
+def test_real_client_captures_replay_against_the_embedded_broker_without_divergence(capture):
+    plan, _ = load_plan([capture])
+    run = _run(plan, as_fast=True)
+    assert run.finished
+    live = sum(r.tally.responses for r in run.streams)
+    assert live == plan.requests  # every request answered, including the one the capture lost at close
+    assert divergence(run, captured_counts(plan).streams) == []
+    for r in run.streams:
+        if r.stream.behaviour == "session":  # kafka-python: tansu refused sessions, the embedded broker grants one
+            assert r.tally.sessions_created == 1 and r.tally.incremental == r.tally.requests - 1
+        else:
+            assert r.tally.sessions_created == 0 and r.tally.incremental == 0
+
+
+@pytest.mark.tansu
+def test_replay_against_tansu_maps_topics_and_falls_back_to_full_fetches(tansu_broker):
+    plan, _ = load_plan([CAPTURES / "kafka-python-tansu.pcap"])
+    with pytest.raises(ReplayError, match="has no topic"):
+        _run(plan, broker=tansu_broker.bootstrap, timeout_s=10)
+    run = _run(plan, broker=tansu_broker.bootstrap, create_topics=True, as_fast=True, timeout_s=10)
+    assert run.target == tansu_broker.bootstrap and run.finished
+    (r,) = run.streams
+    assert r.tally.responses == plan.requests and dict(r.tally.errors) == {}
+    assert r.tally.sessions_created == 0 and r.tally.incremental == 0
+    assert any("fell back to full fetches" in note for note in run.notes)
+
+
+def test_an_interrupted_replay_keeps_a_partial_report():
+    plan = _small_consumers_then_a_big_one()
+    run = ReplayRun(plan, ReplayOptions(config=SimConfig(3, 1, 100)))
+
+    async def interrupt():
+        task = asyncio.create_task(replay(plan, run.options, run))
+        await asyncio.sleep(0.4)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(interrupt())
+    sent = sum(r.tally.requests for r in run.streams)
+    assert not run.finished and 0 < sent < plan.requests
+    assert run.elapsed_s > 0
+
+
+def test_cli_simulate_json_and_replay_json_follow_the_contract():
+    capture = str(CAPTURES / "kafka-python-tansu.pcap")
+    runner = CliRunner()
+    sim = runner.invoke(app, ["simulate", capture, "--cache-slots", "1000,0", "--format", "json"])
+    assert sim.exit_code == 0, sim.output
+    doc = json.loads(sim.stdout)
+    assert set(doc) >= {"captured", "configs"}
+    assert [c["cache_slots"] for c in doc["configs"]] == [1000, 0]
+    for key in ("requests", "sessions_created", "evictions", "errors", "incremental_share", "request_bytes",
+                "response_bytes"):
+        assert key in doc["captured"] and key in doc["configs"][0]["totals"]
+    # slots=0 disables sessions: the session client never goes incremental
+    assert doc["configs"][0]["totals"]["incremental_share"] > 0 == doc["configs"][1]["totals"]["incremental_share"]
+    rep = runner.invoke(app, ["replay", capture, "--as-fast-as-possible", "--format", "json"])
+    assert rep.exit_code == 0, rep.output
+    doc = json.loads(rep.stdout)
+    assert doc["target"] == "embedded" and set(doc) >= {"totals", "captured", "clients", "divergence"}
+    assert doc["totals"]["responses"] == doc["totals"]["requests"] > 0
+    assert doc["totals"]["rtt_ms"]["p50"] is not None
+
+
+def test_cli_dry_run_and_bad_input_give_one_line_errors(tmp_path):
+    runner = CliRunner()
+    dry = runner.invoke(app, ["replay", str(CAPTURES / "aiokafka-tansu.pcap"), "--dry-run"])
+    assert dry.exit_code == 0 and "5 Fetch requests from 1 client(s)" in dry.stdout
+    missing = runner.invoke(app, ["simulate", str(tmp_path / "nope.pcap")])
+    assert missing.exit_code == 1 and "no such file" in missing.output
+    bad = runner.invoke(app, ["simulate", str(CAPTURES / "aiokafka-tansu.pcap"), "--cache-slots", "lots"])
+    assert bad.exit_code == 1 and "--cache-slots expects integers" in bad.output
