@@ -209,12 +209,21 @@ class IncrementalFetchContext(FetchContext):
         get = pmap.get
         selected = []
         append = selected.append
-        # Inlined CachedPartition.maybe_update_response_data(resp, update=True): this loop visits every
-        # partition of the session on every incremental fetch, as Kafka's PartitionIterator does.
-        for tp, resp in results.items():
-            cp = get(tp)
-            if cp is None:          # the Java port's null guard
+        moved = []
+        # This loop visits every partition of the session on every incremental fetch, as Kafka's
+        # PartitionIterator does, so it is kept tight: the broker normally passes back the keys of partitions()
+        # in session order, which lets the zip skip the hash lookups, and a result object identical to the last
+        # one applied to a partition that was not selected then cannot be selected now.
+        cps = list(pmap.values()) if len(pmap) == len(results) else None
+        pairs = zip(results.items(), cps) if cps is not None else ((item, None) for item in results.items())
+        for (tp, resp), cp in pairs:
+            if cp is None or cp.tip is not tp:
+                cp = get(tp)
+                if cp is None:          # the Java port's null guard
+                    continue
+            if resp is cp.last_resp and not cp.last_must:
                 continue
+            # Inlined CachedPartition.maybe_update_response_data(resp, update=True).
             must = resp.records_size > 0
             hw = resp.high_watermark
             if cp.high_watermark != hw:
@@ -229,12 +238,16 @@ class IncrementalFetchContext(FetchContext):
                 must = True
             elif resp.preferred_read_replica != -1 or resp.diverging_epoch >= 0:
                 must = True
+            cp.last_resp = resp
+            cp.last_must = must
             if must:
                 append((tp, resp))
                 if resp.records_size > 0:
-                    # KAFKA-12330: only partitions that returned records go to the back of the session.
-                    del pmap[tp]
-                    pmap[cp.tip] = cp
+                    moved.append((tp, cp))
+        # KAFKA-12330: only partitions that returned records go to the back of the session, in response order.
+        for tp, cp in moved:
+            del pmap[tp]
+            pmap[cp.tip] = cp
         return FetchOutcome(errors.NONE, session.id, 0, tuple(selected))
 
     def throttled_response(self, throttle_ms: int) -> FetchOutcome:

@@ -20,7 +20,8 @@ class CachedPartition:
     ``local_log_start_offset`` is this broker's, as last returned in a response.
     """
 
-    __slots__ = ("tip", "topic", "topic_id", "partition", "req", "high_watermark", "local_log_start_offset")
+    __slots__ = ("tip", "topic", "topic_id", "partition", "req", "high_watermark", "local_log_start_offset",
+                 "last_resp", "last_must")
 
     def __init__(self, tip: TopicIdPartition, req: PartitionData | None = None,
                  resp: PartitionResult | None = None) -> None:
@@ -38,6 +39,10 @@ class CachedPartition:
         # New partitions start at -1 so the first response after adding them always includes them.
         self.high_watermark = -1 if resp is None else resp.high_watermark
         self.local_log_start_offset = -1 if resp is None else resp.log_start_offset
+        # The last PartitionResult applied with update=True and its verdict. Results are immutable, so the same
+        # object again means nothing changed: HW and log start offset already equal it (manager's fast path).
+        self.last_resp: PartitionResult | None = None
+        self.last_must = True
 
     # The request parameters, named as in Kafka.
     @property

@@ -1,0 +1,151 @@
+"""Session engine throughput: full and incremental contexts per second.
+
+A cache holding 1,000 live sessions (Kafka's default slots, 8 shards); each measured exchange is
+new_context(...) + update_and_generate_response(...) on one session, as the broker calls them. Incremental
+exchanges change a few partitions (HW moves on 2 of them, 1 returns records), so the engine's cost is the
+per-session-partition scan Kafka also does, not response building. Results are reused objects passed in
+session order with the keys ctx.partitions() returned, as a broker reading partitions() in order does.
+
+    python benchmarks/bench_engine.py [--seconds 1.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+import uuid
+
+from fetchtool.sessions import (FetchManager, FetchMetadata, FetchSessionCache, PartitionData, PartitionResult,
+                                TopicIdPartition)
+
+LIVE_SESSIONS = 1000
+VERSION = 17
+
+
+def build(partitions_per_session: int):
+    rng = random.Random(1)
+    topic_id = uuid.UUID(int=rng.getrandbits(128))
+    names = {topic_id: "bench"}
+    cache = FetchSessionCache(max_slots=LIVE_SESSIONS, shards=8, eviction_ms=120_000, rng=rng)
+    manager = FetchManager(cache)
+    tps = [TopicIdPartition(topic_id, "bench", p) for p in range(partitions_per_session)]
+    data = {tp: PartitionData(0, topic_id=topic_id) for tp in tps}
+    steady = PartitionResult(high_watermark=100, last_stable_offset=100, log_start_offset=0)
+    results = {tp: steady for tp in tps}
+    sessions = []
+    for _ in range(LIVE_SESSIONS):
+        ctx = manager.new_context(0, VERSION, FetchMetadata.INITIAL, False, data, [], names)
+        sid = ctx.update_and_generate_response(0, results).session_id
+        assert sid
+        sessions.append([sid, 1])
+    assert cache.size == LIVE_SESSIONS
+    return cache, manager, names, tps, data, results, sessions
+
+
+def bench_incremental(n_parts: int, seconds: float) -> tuple[float, float]:
+    cache, manager, names, tps, data, results, sessions = build(n_parts)
+    # Each session sees its own partition results (disjoint consumers); between two fetches of a session a few
+    # of its partitions change: one returns records, another's high watermark moves.
+    per_session = [dict(results) for _ in sessions]
+    ops, now, sent = 0, 1, 0
+    deadline = time.perf_counter() + seconds
+    start = time.perf_counter()
+    while time.perf_counter() < deadline:
+        for _ in range(200):
+            i = ops % LIVE_SESSIONS
+            s, res = sessions[i], per_session[i]
+            ctx = manager.new_context(now, VERSION, FetchMetadata(s[0], s[1]), False, {}, (), names)
+            a, b = tps[(ops // LIVE_SESSIONS) % n_parts], tps[(ops // LIVE_SESSIONS + 7) % n_parts]
+            res[a] = PartitionResult(high_watermark=100 + ops, log_start_offset=0, records_size=512)
+            res[b] = PartitionResult(high_watermark=100 + ops, log_start_offset=0)
+            out = ctx.update_and_generate_response(now, res)
+            assert out.error_code == 0
+            sent += len(out.partitions)
+            # Delivered: quiet again. Like a broker that builds results from ctx.partitions(), keep the results
+            # in session order (the engine moved `a` to the end), which is the engine's no-hash fast path.
+            del res[a]
+            res[a] = PartitionResult(high_watermark=100 + ops, log_start_offset=0)
+            s[1] += 1
+            ops += 1
+            now += 1
+    return ops / (time.perf_counter() - start), sent / ops
+
+
+def bench_full(n_parts: int, seconds: float) -> float:
+    cache, manager, names, tps, data, results, sessions = build(n_parts)
+    ops, now = 0, 1
+    deadline = time.perf_counter() + seconds
+    start = time.perf_counter()
+    while time.perf_counter() < deadline:
+        for _ in range(20):
+            # A consumer re-establishing its session: (id, 0) closes the old one, the response creates a new one,
+            # so the cache stays at 1,000 live sessions.
+            s = sessions[ops % LIVE_SESSIONS]
+            ctx = manager.new_context(now, VERSION, FetchMetadata(s[0], 0), False, data, (), names)
+            out = ctx.update_and_generate_response(now, results)
+            assert out.session_id
+            s[0], s[1] = out.session_id, 1
+            ops += 1
+            now += 1
+    cache.drain_events()
+    assert cache.size == LIVE_SESSIONS
+    return ops / (time.perf_counter() - start)
+
+
+def bench_incremental_partitions_only(n_parts: int, seconds: float) -> float:
+    """Quiet sessions: the broker asks ctx.partitions() (what to read), nothing changed since the last fetch."""
+    cache, manager, names, tps, data, results, sessions = build(n_parts)
+    ops, now = 0, 1
+    deadline = time.perf_counter() + seconds
+    start = time.perf_counter()
+    while time.perf_counter() < deadline:
+        for _ in range(200):
+            s = sessions[ops % LIVE_SESSIONS]
+            ctx = manager.new_context(now, VERSION, FetchMetadata(s[0], s[1]), False, {}, (), names)
+            ctx.partitions()
+            ctx.update_and_generate_response(now, results)
+            s[1] += 1
+            ops += 1
+            now += 1
+    return ops / (time.perf_counter() - start)
+
+
+def engine_costs(n_parts: int, iterations: int = 5000) -> tuple[float, float, float]:
+    """Microseconds per call on one quiet session: new_context, update_and_generate_response, partitions()."""
+    cache, manager, names, tps, data, results, sessions = build(n_parts)
+    s = sessions[0]
+    t0 = time.perf_counter()
+    for i in range(iterations):
+        ctx = manager.new_context(i, VERSION, FetchMetadata(s[0], s[1]), False, {}, (), names)
+        s[1] += 1
+    t1 = time.perf_counter()
+    for i in range(iterations):
+        ctx.update_and_generate_response(i, results)
+    t2 = time.perf_counter()
+    for _ in range(iterations):
+        ctx.partitions()
+    t3 = time.perf_counter()
+    return tuple((b - a) / iterations * 1e6 for a, b in ((t0, t1), (t1, t2), (t2, t3)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=1.5)
+    args = ap.parse_args()
+    print(f"session engine, {LIVE_SESSIONS} live sessions in an 8-shard cache, Fetch v{VERSION}")
+    print(f"{'partitions/session':>18} {'full ctx/s':>12} {'incr ctx/s':>12} {'(partitions/resp)':>17} "
+          f"{'incr+partitions()/s':>20}")
+    for n in (100, 1000):
+        full = bench_full(n, args.seconds)
+        incr, per_resp = bench_incremental(n, args.seconds)
+        incr_p = bench_incremental_partitions_only(n, args.seconds)
+        print(f"{n:>18} {full:>12,.0f} {incr:>12,.0f} {per_resp:>17.1f} {incr_p:>20,.0f}")
+    print("engine cost per call on a quiet session (us): new_context / update_and_generate_response / partitions()")
+    for n in (10, 100, 1000):
+        nc, up, pa = engine_costs(n)
+        print(f"{n:>18} partitions: {nc:6.2f} / {up:7.2f} / {pa:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
