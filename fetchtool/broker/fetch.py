@@ -220,6 +220,10 @@ class FetchService:
             self.state.log.info("fetch session error %d %s: client=%s client_id=%s session=%d epoch=%d v%d",
                                 error_code, error_name(error_code), client, request.client_id, session_id, epoch,
                                 request.api_version)
+        self.log_cache_events()
+
+    def log_cache_events(self) -> None:
+        """One log line per session created, evicted or removed since the last call."""
         for event in self.cache.drain_events():
             self.state.log.info("%s", _describe_event(event))
 

@@ -121,9 +121,9 @@ class Broker:
         cache = self.core.fetch.cache
         if cache.get(session_id) is None:
             return False
-        cache.remove(session_id)
-        self.core.fetch.cache.drain_events()
-        self.log.info("admin: evicted fetch session %d", session_id)
+        self.log.info("admin: evicting fetch session %d", session_id)
+        cache.remove(session_id, self.now_ms(), "admin")
+        self.core.fetch.log_cache_events()
         return True
 
     def drop_connection(self, client: str | None = None) -> int:

@@ -8,6 +8,7 @@ sockets. Errors are `WireError` subclasses carrying one line a support engineer 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import io
 import struct
 import typing
@@ -27,7 +28,7 @@ _read_header_v2 = entity_reader(RequestHeaderV2)
 
 
 class WireError(Exception):
-    """A frame that cannot be answered normally. `answerable` says whether a response can still be formed."""
+    """A frame that cannot be answered normally (the message is one line for the log)."""
 
 
 class MalformedFrame(WireError):
@@ -146,10 +147,11 @@ def error_response(api_key: int, version: int, error_code: int) -> typing.Any:
     Kafka answers a request it cannot serve with the schema's error response; kio has no such helper, so
     we fill the generated dataclass: error codes -> error_code, numbers 0, strings "", arrays empty.
     """
-    return _fill(load_response_schema(api_key, version), error_code)
+    return zero_entity(load_response_schema(api_key, version), error_code)
 
 
-def _fill(entity_type: type, error_code: int) -> typing.Any:
+def zero_entity(entity_type: type, error_code: int = 0) -> typing.Any:
+    """An instance of a kio entity with every field without a default at its zero value (nested recursively)."""
     hints = typing.get_type_hints(entity_type)
     values = {}
     for f in dataclasses.fields(entity_type):
@@ -163,9 +165,7 @@ def _fill(entity_type: type, error_code: int) -> typing.Any:
             values[f.name] = ()
         elif kafka_type in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float64"):
             values[f.name] = 0
-        elif kafka_type == "timedelta_i32" or kafka_type == "timedelta_i64":
-            import datetime
-
+        elif kafka_type in ("timedelta_i32", "timedelta_i64"):
             values[f.name] = datetime.timedelta(0)
         elif kafka_type == "string":
             values[f.name] = ""
@@ -176,7 +176,7 @@ def _fill(entity_type: type, error_code: int) -> typing.Any:
         elif kafka_type == "uuid":
             values[f.name] = uuid.UUID(int=0)
         elif dataclasses.is_dataclass(hint):
-            values[f.name] = _fill(hint, error_code)
+            values[f.name] = zero_entity(hint, error_code)
         else:
             values[f.name] = None
     return entity_type(**values)

@@ -106,3 +106,23 @@ def test_stop_closes_connections_with_a_fetch_still_waiting():
         assert broker.connections == {}
 
     asyncio.run(scenario())
+
+
+def test_admin_eviction_of_one_session_leaves_the_others():
+    async def scenario():
+        broker = Broker(BrokerConfig(port=0), topics={"t": 2})
+        port = await broker.start()
+        try:
+            a, b = await Link.open(port), await Link.open(port)
+            sa = (await a.call(fetch_request(12, [("t", 0, 0, 100)], epoch=0))).session_id
+            sb = (await b.call(fetch_request(12, [("t", 1, 0, 100)], epoch=0))).session_id
+            assert broker.evict_session(sa) and not broker.evict_session(sa)
+            assert (await a.call(fetch_request(12, [], session_id=sa, epoch=1))).error_code == 70
+            assert (await b.call(fetch_request(12, [], session_id=sb, epoch=1))).error_code == 0
+            assert [s["session_id"] for s in broker.sessions()] == [sb]
+            a.close()
+            b.close()
+        finally:
+            await broker.stop()
+
+    asyncio.run(scenario())
