@@ -409,7 +409,8 @@ tansu never grants fetch sessions: every Fetch response carries SessionId 0, so 
 incremental session; the session-capable kafka-python keeps sending full fetches.
 
 Remake them (root, for tcpdump; ~15 s): `python examples/make_captures.py`. It also rewrites this file and
-`manifest.json` (machine-readable: client and versions, broker port, Fetch versions, counts). Fetch versions and
+`manifest.json` (machine-readable: client and versions, broker port, Fetch versions, counts) and
+`records.json` (the 24 records with their offsets, keys, values, headers, timestamps and batch compression). Fetch versions and
 session fields below were read back with {checked_with}:
 `tshark -r F -d tcp.port==PORT,kafka -Y kafka -T fields -e tcp.dstport -e kafka.api_key -e kafka.api_version
 -e kafka.fetch_session_id -e kafka.fetch_session_epoch`.
@@ -425,6 +426,24 @@ def _unanswered(e: dict) -> str:
         return ""
     return (f" Unanswered Fetch request(s) in frame(s) {', '.join(map(str, frames))}: the client closed the connection"
             f" while tansu was holding the fetch for MaxWaitMs.")
+
+
+def write_records(out_dir: Path) -> None:
+    """records.json: the records every capture's consumer read back, in offset order per partition."""
+    def text(b):
+        return None if b is None else b.decode()
+
+    rows, next_offset = [], collections.Counter()
+    for compression in (None, "gzip"):  # the order they were produced in
+        for r in known_records():
+            if r["compression"] == compression:
+                rows.append({"topic": TOPIC, "partition": r["partition"], "offset": next_offset[r["partition"]],
+                             "key": text(r["key"]), "value": text(r["value"]),
+                             "headers": [[k, text(v)] for k, v in r["headers"]],
+                             "timestamp_ms": r["timestamp_ms"], "compression": r["compression"] or "none"})
+                next_offset[r["partition"]] += 1
+    rows.sort(key=lambda r: (r["partition"], r["offset"]))
+    (out_dir / "records.json").write_text(json.dumps(rows, indent=1) + "\n")
 
 
 def write_readme(entries: list[dict], out_dir: Path) -> None:
@@ -462,6 +481,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.readme_only:
         write_readme(json.loads((args.out / "manifest.json").read_text()), args.out)
+        write_records(args.out)
         return
     if shutil.which("tcpdump") is None:
         sys.exit("make_captures: tcpdump not found (apt-get install tcpdump)")
@@ -485,6 +505,7 @@ def main() -> None:
         entries.append(entry)
     manifest_path.write_text(json.dumps(entries, indent=2) + "\n")
     write_readme(entries, args.out)
+    write_records(args.out)
 
 
 if __name__ == "__main__":

@@ -154,15 +154,16 @@ def tansu() -> str:
 
 @pytest.fixture(scope="session")
 def tshark_fields(tshark: str) -> Callable[..., list[list[str]]]:
-    """run(capture, port, fields, display_filter="kafka") -> one list of field strings per matching packet.
+    """run(capture, port, fields, display_filter="kafka", aggregator=",") -> a list of field strings per packet.
 
-    The port is decoded as Kafka (`-d tcp.port==PORT,kafka`). Multi-valued fields come back comma-separated,
-    as tshark prints them (`-E occurrence=a -E aggregator=,`).
+    The port is decoded as Kafka (`-d tcp.port==PORT,kafka`). Multi-valued fields come back joined by
+    `aggregator` (`-E occurrence=a`); pick another one for fields whose text has commas (absolute times).
     """
 
-    def run(capture: str | os.PathLike[str], port: int, fields: list[str], display_filter: str = "kafka"):
+    def run(capture: str | os.PathLike[str], port: int, fields: list[str], display_filter: str = "kafka",
+            aggregator: str = ","):
         cmd = [tshark, "-n", "-r", os.fspath(capture), "-d", f"tcp.port=={port},kafka", "-Y", display_filter,
-               "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,"]
+               "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", f"aggregator={aggregator}"]
         for field in fields:
             cmd += ["-e", field]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

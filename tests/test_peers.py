@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,31 @@ def test_tshark_sees_the_fetch_traffic_each_capture_is_documented_with(entry, ts
     assert len(rows) - len(requests) == entry["fetch_responses"]
     sessions = {f"session_id={r[2]} epoch={r[3]}" for r in requests}
     assert sessions == set(entry["fetch_request_sessions"])
+
+
+@pytest.mark.tshark
+@pytest.mark.parametrize("entry", _manifest(), ids=lambda e: e["file"])
+def test_each_capture_carries_exactly_the_documented_records(entry, tshark_fields):
+    # tshark decodes every record in the Fetch responses (gzip batches too); it marks null keys/values <MISSING>
+    # and prints timestamps as UTC dates ("Nov 24, 2025 16:00:00.001000000 UTC").
+    def hex_or_missing(text):
+        return "<MISSING>" if text is None else text.encode().hex()
+
+    def epoch_ms(date):
+        when = datetime.strptime(date[:-7], "%b %d, %Y %H:%M:%S.%f").replace(tzinfo=timezone.utc)
+        return str(round(when.timestamp() * 1000))
+
+    documented = {(hex_or_missing(r["key"]), hex_or_missing(r["value"]), str(r["timestamp_ms"]))
+                  for r in json.loads((REPO / "captures" / "records.json").read_text())}
+    rows = tshark_fields(REPO / "captures" / entry["file"], entry["broker_port"],
+                         ["kafka.message_key", "kafka.message_value", "kafka.message_timestamp"],
+                         "kafka.api_key == 1 && kafka.message_timestamp", aggregator="|")
+    seen = set()
+    for keys, values, timestamps in rows:
+        keys, values, timestamps = keys.split("|"), values.split("|"), [epoch_ms(t) for t in timestamps.split("|")]
+        assert len(keys) == len(values) == len(timestamps)
+        seen |= set(zip(keys, values, timestamps))
+    assert seen == documented
 
 
 @pytest.mark.tansu
