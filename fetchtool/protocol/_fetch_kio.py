@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from operator import attrgetter
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
@@ -24,17 +25,31 @@ def _topic_key(t, version: int, names):
     return t.topic, None
 
 
+# Flexible versions (v12+) carry every partition field: one C-level attrgetter call per entry, and the row
+# tuples are made with tuple.__new__ (the NamedTuple's Python __new__ costs as much as the rest of the loop).
+_REQ_FIELDS = attrgetter("partition", "fetch_offset", "partition_max_bytes", "log_start_offset",
+                         "current_leader_epoch", "last_fetched_epoch")
+_RESP_FIELDS = attrgetter("partition_index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset",
+                          "preferred_read_replica", "diverging_epoch", "aborted_transactions", "records")
+_new = tuple.__new__
+
+
 def request_from_kio(v, version: int, names) -> FetchRequestBody:
     rows = []
     append = rows.append
     RP = RequestPartition
-    has_lso, has_cle, has_lfe = version >= 5, version >= 9, version >= 12
-    for t in v.topics:
-        name, tid = _topic_key(t, version, names)
-        for p in t.partitions:
-            append(RP(name, tid, p.partition, p.fetch_offset, p.partition_max_bytes,
-                      p.log_start_offset if has_lso else -1, p.current_leader_epoch if has_cle else -1,
-                      p.last_fetched_epoch if has_lfe else -1))
+    if version >= 12:
+        get = _REQ_FIELDS
+        for t in v.topics:
+            name, tid = _topic_key(t, version, names)
+            rows.extend([_new(RP, (name, tid, *get(p), -1, -1)) for p in t.partitions])
+    else:
+        has_lso, has_cle = version >= 5, version >= 9
+        for t in v.topics:
+            name, tid = _topic_key(t, version, names)
+            for p in t.partitions:
+                append(RP(name, tid, p.partition, p.fetch_offset, p.partition_max_bytes,
+                          p.log_start_offset if has_lso else -1, p.current_leader_epoch if has_cle else -1, -1))
     forgotten = []
     for t in v.forgotten_topics_data if version >= 7 else ():
         name, tid = _topic_key(t, version, names)
@@ -43,7 +58,8 @@ def request_from_kio(v, version: int, names) -> FetchRequestBody:
     return FetchRequestBody(
         replica_id=replica_id, max_wait_ms=_ms(v.max_wait), min_bytes=v.min_bytes, max_bytes=v.max_bytes,
         isolation_level=v.isolation_level, session_id=v.session_id if version >= 7 else 0,
-        session_epoch=v.session_epoch if version >= 7 else -1, rack_id=v.rack_id if version >= 11 else "", partitions=tuple(rows), forgotten=tuple(forgotten),
+        session_epoch=v.session_epoch if version >= 7 else -1, rack_id=v.rack_id if version >= 11 else "",
+        partitions=tuple(rows), forgotten=tuple(forgotten),
     )
 
 
@@ -52,22 +68,38 @@ def response_from_kio(v, version: int, names, keep_records: bool) -> FetchRespon
     append = rows.append
     blobs = [] if keep_records else None
     RP = ResponsePartition
-    flexible, has_lso, has_prr = version >= 12, version >= 5, version >= 11
-    for t in v.responses:
-        name, tid = _topic_key(t, version, names)
-        for p in t.partitions:
-            recs = p.records
-            s = summarize(recs) if recs else EMPTY
-            aborted = p.aborted_transactions
-            append(RP(
-                name, tid, p.partition_index, int(p.error_code), p.high_watermark, p.last_stable_offset,
-                p.log_start_offset if has_lso else -1, p.preferred_read_replica if has_prr else -1,
-                p.diverging_epoch.epoch if flexible else -1,
-                -1 if aborted is None else len(aborted), len(recs) if recs else 0, s.batches, s.records,
-                s.compression,
-            ))
-            if blobs is not None:
-                blobs.append(recs)
+    if version >= 12:
+        get = _RESP_FIELDS
+        for t in v.responses:
+            name, tid = _topic_key(t, version, names)
+            for p in t.partitions:
+                index, err, hw, lso, log_start, prr, diverging, aborted, recs = get(p)
+                if recs:
+                    n = len(recs)
+                    batches, count, compression, _partial = summarize(recs)
+                else:
+                    n = batches = count = 0
+                    compression = None
+                append(_new(RP, (name, tid, index, int(err), hw, lso, log_start, prr, diverging.epoch,
+                                 -1 if aborted is None else len(aborted), n, batches, count, compression, -1, -1)))
+                if blobs is not None:
+                    blobs.append(recs)
+    else:
+        has_lso, has_prr = version >= 5, version >= 11
+        for t in v.responses:
+            name, tid = _topic_key(t, version, names)
+            for p in t.partitions:
+                recs = p.records
+                s = summarize(recs) if recs else EMPTY
+                aborted = p.aborted_transactions
+                append(RP(
+                    name, tid, p.partition_index, int(p.error_code), p.high_watermark, p.last_stable_offset,
+                    p.log_start_offset if has_lso else -1, p.preferred_read_replica if has_prr else -1, -1,
+                    -1 if aborted is None else len(aborted), len(recs) if recs else 0, s.batches, s.records,
+                    s.compression,
+                ))
+                if blobs is not None:
+                    blobs.append(recs)
     return FetchResponseBody(
         throttle_time_ms=_ms(v.throttle_time), error_code=int(v.error_code) if version >= 7 else 0,
         session_id=v.session_id if version >= 7 else 0, partitions=tuple(rows),
