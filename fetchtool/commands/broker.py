@@ -1,14 +1,19 @@
-"""Run a Kafka-protocol broker with in-memory logs and real KIP-227 fetch sessions (fetchtool's session engine).
+"""Run a Kafka-protocol broker with in-memory logs and real KIP-227 fetch
+sessions, driven by fetchtool's own session engine.
 
-Real clients (kafka-python, confluent-kafka, aiokafka) can produce to it and consume with manual partition
-assignment; Fetch v4-17 goes through the same session engine as `simulate` and `replay`, so session ids,
-epochs, errors 70/71/106 and evictions behave as in Apache Kafka. Prints `listening on HOST:PORT` on stdout
-when ready; logs sessions created, evicted and errors on stderr; stops on SIGINT/SIGTERM.
+Real clients (kafka-python, confluent-kafka, aiokafka) can produce and
+consume with manual partition assignment. Fetch v4-17 goes through the same
+session engine as `simulate` and `replay`: session ids, epochs, errors
+70/71/106 and evictions behave as in Apache Kafka. Prints
+`listening on HOST:PORT` on stdout when ready, logs sessions created,
+evicted and errors on stderr, stops on SIGINT/SIGTERM.
 
-Fault injection from another process: SIGUSR1 drops every fetch session (as a broker restart: clients then get
-FETCH_SESSION_ID_NOT_FOUND). With --admin-port, a line protocol on 127.0.0.1 accepts one command per line and
-answers one JSON line: sessions | metrics | counters | drop-sessions | evict ID | drop-connections [IP:PORT] |
-history [N]   (e.g. `echo drop-sessions | nc 127.0.0.1 ADMIN_PORT`).
+Fault injection from another process: SIGUSR1 drops every fetch session
+(as a broker restart; clients then get FETCH_SESSION_ID_NOT_FOUND).
+With --admin-port, a line protocol on 127.0.0.1 takes one command per line
+and answers one JSON line: sessions | metrics | counters | drop-sessions |
+evict ID | drop-connections [IP:PORT] | history [N]
+(e.g. `echo drop-sessions | nc 127.0.0.1 ADMIN_PORT`).
 """
 
 from __future__ import annotations
