@@ -1,6 +1,6 @@
 """Capture-layer throughput: header walk, iter_segments, iter_segments + TCP reassembly.
 
-    python benchmarks/bench_capture.py [--path FILE] [--mb 100] [--connections 20] [--gzip]
+    python benchmarks/bench_capture.py [--path FILE] [--mb 100] [--connections 20] [--gzip] [--segment-size N]
 
 Writes (with fetchtool's own writer) a ~100 MB Ethernet capture of ~20 interleaved connections carrying
 64 KB segments (a small request from each client, large responses from the broker), unless --path names an
@@ -21,13 +21,13 @@ from fetchtool.capture.reassembly import TcpReassembler
 from fetchtool.capture.writer import LINKTYPE_ETHERNET, PcapWriter, TcpConversation
 
 
-def generate(path: str, megabytes: int, connections: int, compress: bool) -> float:
+def generate(path: str, megabytes: int, connections: int, compress: bool, segment_size: int = 65483) -> float:
     started = time.perf_counter()
     blob = os.urandom(1 << 20)
     response = blob[: 1 << 20]  # 1 MiB responses -> 17 segments of 64 KB each
     broker = Endpoint("10.1.0.1", 9092)
     with PcapWriter(path, LINKTYPE_ETHERNET, compress=compress) as out:
-        convs = [TcpConversation(out, Endpoint(f"10.2.0.{i + 1}", 40000 + i), broker, segment_size=65483,
+        convs = [TcpConversation(out, Endpoint(f"10.2.0.{i + 1}", 40000 + i), broker, segment_size=segment_size,
                                  client_isn=i * 7919, server_isn=0xFFFF0000 + i)  # one ISN set wraps
                  for i in range(connections)]
         ts = 1_700_000_000.0
@@ -80,6 +80,7 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=100)
     ap.add_argument("--connections", type=int, default=20)
     ap.add_argument("--gzip", action="store_true", help="generate a gzip-compressed capture")
+    ap.add_argument("--segment-size", type=int, default=65483, help="TCP payload per packet (1448: Ethernet MTU)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     tmp = None
@@ -88,7 +89,7 @@ def main() -> None:
         tmp = tempfile.TemporaryDirectory()
         path = os.path.join(tmp.name, "bench.pcap.gz" if args.gzip else "bench.pcap")
     if not os.path.exists(path):
-        took = generate(path, args.mb, args.connections, args.gzip)
+        took = generate(path, args.mb, args.connections, args.gzip, args.segment_size)
         print(f"generated {path}: {os.path.getsize(path) / 1e6:.1f} MB in {took:.2f} s")
     size_mb = os.path.getsize(path) / 1e6
     for name, stage in (("header walk", stage_walk), ("iter_segments", stage_segments),

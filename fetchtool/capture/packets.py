@@ -17,11 +17,14 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ._fast import fast_constructor
 from .events import Endpoint, Segment
 from .links import FRAGMENT, HEADER_CUT, MALFORMED, NOT_TCP, link_decoder, link_name, parse_tcp
 from .reader import CaptureError, read_records
 
 __all__ = ["CaptureStats", "iter_segments", "CaptureError"]
+
+_segment = fast_constructor(Segment)
 
 W_FRAGMENT = "IP fragment skipped (fragments are not reassembled)"
 W_TRUNCATED = "truncated packet (cut by the snaplen; the missing bytes are a gap)"
@@ -91,7 +94,7 @@ def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None) ->
             if truncated:
                 warnings[W_TRUNCATED] += 1
             segments += 1
-            yield Segment(frame, ts, pair[0], pair[1], seq, flags, buf[pay:stop], ack, truncated)
+            yield _segment(frame, ts, pair[0], pair[1], seq, flags, buf[pay:stop], ack, truncated)
     finally:
         stats.packets += packets
         stats.bytes += nbytes

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+from ._fast import fast_constructor
 from .events import ACK, FIN, RST, SYN, ConnectionClosed, Endpoint, Segment, StreamData, StreamEvent, StreamGap
 
 __all__ = ["TcpReassembler"]
 
 _M = 0xFFFFFFFF
+_stream_data = fast_constructor(StreamData)
 _HALF = 0x80000000
 
 
@@ -106,7 +108,7 @@ class TcpReassembler:
             n = len(payload)
             half.next_abs = (half.next_abs + n) & _M
             half.next_off += n
-            return [StreamData(half.conn.id, seg.src, seg.dst, payload, seg.frame, seg.ts)]
+            return [_stream_data(half.conn.id, seg.src, seg.dst, payload, seg.frame, seg.ts)]
         return self._feed(seg, half)
 
     def finish(self, frame: int, ts: float) -> list[StreamEvent]:

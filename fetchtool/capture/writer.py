@@ -105,7 +105,7 @@ class PcapNgWriter(_Writer):
 
     def __init__(self, path, *, byteorder: str = "little", compress: bool = False):
         super().__init__(path, compress)
-        self._interfaces: list[tuple[int, int, int]] = []  # linktype, units per second, snaplen
+        self._interfaces: list[tuple[int, int, int, int]] = []  # linktype, units/s, snaplen, tsoffset
         self._start_section(byteorder)
 
     def _start_section(self, byteorder: str) -> None:

@@ -171,3 +171,32 @@ def test_reader_agrees_with_scapy(tmp_path, fmt, payloads):
                 theirs.append((i, round(meta.sec + meta.usec / div, 6), data, meta.wirelen))
     assert len(ours) == len(theirs) > 10
     assert ours == theirs
+
+
+def test_segments_built_on_the_fast_path_equal_ordinary_ones(tmp_path):
+    from dataclasses import astuple, replace
+
+    from fetchtool.capture.events import Segment
+
+    path = tmp_path / "one.pcap"
+    with PcapWriter(path, 1) as w:
+        TcpConversation(w, CLIENT, BROKER).send("client", b"hello", T0)
+    seg = read_capture(path).segments[0]
+    ordinary = Segment(*astuple(seg, tuple_factory=tuple)[:2], CLIENT, BROKER, *astuple(seg)[4:])
+    assert type(seg) is Segment and seg == ordinary and hash(seg) == hash(ordinary)
+    assert replace(seg, payload=b"x").payload == b"x"
+    with pytest.raises(AttributeError):
+        seg.payload = b"frozen"  # still frozen
+
+
+def test_concatenated_gzip_members_read_as_one_file(tmp_path, payloads):
+    import gzip
+
+    plain = tmp_path / "plain.pcap"
+    with PcapWriter(plain, 1) as w:
+        TcpConversation(w, CLIENT, BROKER, segment_size=1000).send("client", payloads(20_000), T0)
+    data = plain.read_bytes()
+    multi = tmp_path / "multi.pcap.gz"
+    multi.write_bytes(gzip.compress(data[:5000]) + gzip.compress(data[5000:]))
+    cap = read_capture(multi)
+    assert cap.stream(CLIENT) == payloads(20_000) and not cap.stats.warnings
