@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel, effective_behaviour
 from fetchtool.replay.plan import REQUEST, SESSION, ClientStream, ReplayPlan
-from fetchtool.replay.simulate import SimConfig
+from fetchtool.replay.simulate import CapturedSessionIds, SimConfig
 from fetchtool.replay.tally import Tally
 from fetchtool.replay.wire import (TopicMapping, fetch_request, fetch_response, metadata_request,
                                    metadata_topics)
@@ -76,19 +76,24 @@ class ReplayRun:
 
 
 class _Sequencer:
-    """As-fast ordering: request number n goes out only after requests 0..n-1 of the capture went out."""
+    """As-fast ordering: a request goes out once every earlier event of the capture's timeline happened (earlier
+    requests sent, earlier responses received), so sessions are created and used in the captured order."""
 
     def __init__(self) -> None:
         self.next = 0
+        self.done: set[int] = set()
         self.cond = asyncio.Condition()
 
     async def turn(self, n: int) -> None:
         async with self.cond:
             await self.cond.wait_for(lambda: self.next >= n)
 
-    async def advance(self) -> None:
+    async def mark(self, *positions: int | None) -> None:
         async with self.cond:
-            self.next += 1
+            self.done.update(p for p in positions if p is not None)
+            while self.next in self.done:
+                self.done.discard(self.next)
+                self.next += 1
             self.cond.notify_all()
 
 
@@ -129,6 +134,11 @@ async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Calla
         want = min(max(0, top - low.get((name, partition), 0)), options.prefill_limit)
         while log is not None and log.log_end_offset < want:
             log.append(make_batch([value] * min(500, want - log.log_end_offset)))
+    # The embedded broker draws the captured session ids where it can (see simulate.CapturedSessionIds): Kafka
+    # evicts the smallest id among equally sized sessions, so the same ids pick the same victims.
+    fetch = broker.core.fetch
+    fetch.rng = CapturedSessionIds(0)
+    fetch.reset()
     await broker.start()
     return broker
 
@@ -204,7 +214,10 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
     mapping = TopicMapping(ids, {str(v): k for k, v in ids.items()}, low)
     captured_ids = {name: info.topic_id or ZERO_UUID for name, info in plan.topics.items()}
 
-    order = {(i, j): n for n, (i, j) in enumerate((i, j) for _t, ph, i, j in plan.timeline if ph == REQUEST)}
+    req_pos: dict[tuple[int, int], int] = {}
+    resp_pos: dict[tuple[int, int], int] = {}
+    for n, (_t, phase, i, j) in enumerate(plan.timeline):
+        (req_pos if phase == REQUEST else resp_pos)[(i, j)] = n
     seq = _Sequencer()
     run.started = time.monotonic()
 
@@ -222,7 +235,7 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         try:
             for j, fetch in enumerate(stream.fetches):
                 if options.as_fast:
-                    await seq.turn(order[(stream.index, j)])
+                    await seq.turn(req_pos[(stream.index, j)])
                 else:
                     delay = t0 + fetch.t_ms / 1000 / speed - loop.time()
                     if delay > 0:
@@ -237,22 +250,28 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                                      req.to_forget, mapping, max_wait, fetch.min_bytes, fetch.max_bytes,
                                      fetch.isolation_level)
                 virtual_ms[0] = max(virtual_ms[0], fetch.t_ms)
+                if broker is not None and req.metadata.epoch == 0:
+                    broker.core.fetch.rng.hint = (fetch.response_session_id or 0) if fetch.epoch == 0 else 0
                 sent_at = loop.time()
                 writer.write(data)
                 tally.requests += 1
                 tally.request_bytes += len(data)
                 if options.as_fast:
-                    await seq.advance()
+                    await seq.mark(req_pos[(stream.index, j)])
                 try:
                     payload = await asyncio.wait_for(_read_frame(reader), options.timeout_s)
                 except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                     result.timeouts += 1
+                    if options.as_fast:
+                        await seq.mark(resp_pos.get((stream.index, j)))
                     model.error()
                     writer.close()
                     reader = writer = None
                     progress()
                     continue
                 result.rtts_ms.append((loop.time() - sent_at) * 1000)
+                if options.as_fast:
+                    await seq.mark(resp_pos.get((stream.index, j)))
                 body = fetch_response(payload, fetch.version, mapping)
                 tally.responses += 1
                 tally.response_bytes += 4 + len(payload)
@@ -279,10 +298,10 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
             if writer is not None:
                 writer.close()
             if options.as_fast:
-                # let the requests behind this stream's remaining ones go out
-                remaining = len(stream.fetches) - tally.requests
-                for _ in range(max(0, remaining)):
-                    await seq.advance()
+                # a stream that stopped early must not hold back the others
+                key = stream.index
+                await seq.mark(*(pos.get((key, j)) for pos in (req_pos, resp_pos)
+                                 for j in range(len(stream.fetches))))
 
     try:
         await asyncio.gather(*(drive(r) for r in run.streams))

@@ -54,6 +54,25 @@ class SimResult:
     evicted_by: Counter = field(default_factory=Counter)  # stream index -> evictions it caused
 
 
+class CapturedSessionIds(random.Random):
+    """Session ids for the simulated brokers: the id the captured broker gave, when it fits.
+
+    Kafka breaks ties between equally sized sessions by session id (the smallest is evicted first), so a
+    simulation with random ids could pick a different victim than the real broker did. Before a full fetch that
+    created a session in the capture, `hint` is set to the captured id; the cache's next id draw returns it if
+    it lies in the drawing shard's range (and, if the id is taken, the cache draws again at random).
+    """
+
+    hint = 0
+
+    def randrange(self, start, stop=None, step=1):
+        hint = self.hint
+        if hint and stop is not None and start <= hint < stop:
+            self.hint = 0
+            return hint
+        return super().randrange(start, stop, step)
+
+
 def request_entry_size(version: int) -> int:
     """Wire size of one partition entry of a Fetch request (design §7.3, from the schemas)."""
     return 16 if version <= 4 else 24 if version <= 8 else 28 if version <= 11 else 33
@@ -83,7 +102,7 @@ def _reads(ctx, fetch, sent: int) -> dict:
 
 def simulate(plan: ReplayPlan, config: SimConfig, sessions: str = AS_CAPTURED, seed: int = 0) -> SimResult:
     """Run the plan once with one cache configuration."""
-    rng = random.Random(seed)
+    rng = CapturedSessionIds(seed)
     managers: dict[str, FetchManager] = {}
     caches: dict[str, FetchSessionCache] = {}
     for broker in plan.brokers:
@@ -106,7 +125,10 @@ def simulate(plan: ReplayPlan, config: SimConfig, sessions: str = AS_CAPTURED, s
         if fetch.throttle_time_ms and not fetch.response_partitions and ctx.kind != "error":
             outcome = ctx.throttled_response(fetch.throttle_time_ms)
         else:
+            if ctx.kind == "full":
+                rng.hint = fetch.response_session_id if fetch.epoch == 0 and not fetch.error_code else 0
             outcome = ctx.update_and_generate_response(now_ms, _reads(ctx, fetch, sent))
+            rng.hint = 0
         tally.responses += 1
         err = outcome.error_code
         if err:
