@@ -79,5 +79,7 @@ class DecodeReport:
         for sw_client, sw in sorted(self.client_software.items()):
             out.append(f"  client {sw_client}: {sw}")
         for code, n in self.warnings.most_common():
-            out.append(f"warning {code} x{n}: {self.warning_examples[code][0]}")
+            example = self.warning_examples.get(code, [code])[0]
+            # capture-layer warnings are their own text; protocol ones are a code plus an example
+            out.append(f"warning (x{n}): {code}" if example == code else f"warning {code} (x{n}): {example}")
         return out

@@ -1,0 +1,44 @@
+"""A progress bar on stderr for long captures; silent when stderr is not a terminal.
+
+Progress is the Kafka bytes decoded so far against the size of the capture files: on a capture of Fetch
+traffic those bytes are nearly all of the file, and the estimate never runs past the end.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+from fetchtool.exchange import Exchange
+
+# Below this a bar would only flicker.
+MIN_BYTES_FOR_BAR = 20 * 1024 * 1024
+
+
+class CaptureProgress:
+    def __init__(self, captures: list[Path], console: Console) -> None:
+        self.total = sum(os.path.getsize(p) for p in captures if os.path.isfile(p))
+        self.enabled = console.is_terminal and self.total >= MIN_BYTES_FOR_BAR
+        self.done = 0
+        self._bar = Progress(TextColumn("decoding"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                             console=console, transient=True) if self.enabled else None
+        self._task = None
+
+    def __enter__(self) -> CaptureProgress:
+        if self._bar is not None:
+            self._bar.start()
+            self._task = self._bar.add_task("decode", total=self.total)
+        return self
+
+    def advance(self, exchange: Exchange) -> None:
+        if self._bar is None:
+            return
+        self.done = min(self.total, self.done + (exchange.request_bytes or 0) + (exchange.response_bytes or 0))
+        self._bar.update(self._task, completed=self.done)
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.stop()
