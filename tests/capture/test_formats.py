@@ -200,3 +200,24 @@ def test_concatenated_gzip_members_read_as_one_file(tmp_path, payloads):
     multi.write_bytes(gzip.compress(data[:5000]) + gzip.compress(data[5000:]))
     cap = read_capture(multi)
     assert cap.stream(CLIENT) == payloads(20_000) and not cap.stats.warnings
+
+
+def test_conversation_knobs_survive_the_file_round_trip(tmp_path, payloads):
+    """Reordered, duplicated and overlapping segments come out as the sent bytes; a dropped one as a gap of
+    its exact size, declared by the peer's ACK; a mid-stream capture (no handshake) and a RST close."""
+    path = tmp_path / "knobs.pcapng"
+    request, response = payloads(10_000, 1), payloads(30_000, 2)
+    with PcapNgWriter(path, compress=True) as w:
+        w.add_interface(1)
+        conv = TcpConversation(w, CLIENT, BROKER, segment_size=1000, client_isn=0xFFFFFF00)
+        # Mid-stream, the first segment seen sets the base, so only later ones are shuffled.
+        t = conv.send("client", request, T0, reorder=[0, 3, 1, 2, 9, 8, 7, 6, 5, 4], duplicate={0, 5},
+                      overlap=300)
+        t = conv.send("server", response, t, drop={7}, reorder=[0, *range(29, 0, -1)])
+        conv.close(t, rst="client")
+    cap = read_capture(path)
+    assert cap.stream(CLIENT) == request
+    (gap,) = cap.gaps
+    assert (gap.src, gap.lost_bytes) == (BROKER, 1000)
+    assert cap.stream(BROKER) == response[:7000] + response[8000:]
+    assert [c.reason for c in cap.closed] == ["rst"]
