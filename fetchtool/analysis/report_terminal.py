@@ -94,6 +94,8 @@ def end_text(s: SessionLife) -> str:
 
 
 def findings_view(a: Analysis):
+    """Findings by severity, each a short block: headline, where (frames to open in Wireshark), what, advice.
+    Blocks rather than a table, so a long message and its advice stay readable in an 80-column terminal."""
     if not a.findings:
         return Panel("No findings.", title="Findings", expand=False)
     parts = []
@@ -101,21 +103,32 @@ def findings_view(a: Analysis):
         fs = [f for f in a.findings if f.severity == sev]
         if not fs:
             continue
-        t = Table(title=f"{sev.upper()} ({len(fs)})", title_style=STYLE[sev], show_lines=True, expand=True)
-        t.add_column("code / cause", style=STYLE[sev], no_wrap=True)
-        t.add_column("where")
-        t.add_column("what and what to do", ratio=3)
+        parts.append(Text(f"{sev.upper()} ({len(fs)})", style=STYLE[sev] + " underline"))
         for f in fs:
-            frames = f"frames {f.request_frame}/{f.response_frame}" if f.request_frame or f.response_frame else ""
+            head = Text(f"\u25cf {f.code}", style=STYLE[sev])
+            if f.cause:
+                head.append(f"  cause: {f.cause}", style="bold")
             if f.count > 1:
-                frames += f" (+{f.count - 1} more)"
-            where = "\n".join(x for x in (f"client {f.client_id or '?'}@{f.client}" if f.client else "",
-                                          f"broker {f.broker}" if f.broker else "",
-                                          f"session {f.session_id}" if f.session_id else "", frames) if x)  # fmt: skip
-            t.add_row(f.code + (f"\n{f.cause}" if f.cause else ""), where, Text(f.message + "\n") +
-                      Text("advice: " + f.advice, style="dim"))  # fmt: skip
-        parts.append(t)
+                head.append(f"  x{f.count}")
+            parts += [head, Text("  " + where_text(f), style="dim"), Text("  " + f.message),
+                      Text("  advice: " + f.advice, style="green"), Text("")]
     return Group(*parts)
+
+
+def where_text(f) -> str:
+    where = []
+    if f.client:
+        where.append(f"client {f.client_id or '?'}@{f.client}")
+    if f.broker:
+        where.append(f"broker {f.broker}")
+    if f.session_id:
+        where.append(f"session {f.session_id}" + (f" epoch {f.epoch}" if f.epoch is not None else ""))
+    if f.request_frame or f.response_frame:
+        frames = f"frames {f.request_frame or '-'}/{f.response_frame or '-'}"
+        where.append(frames + (f" (+{f.count - 1} more)" if f.count > 1 else ""))
+    if f.file:
+        where.append(f"in {f.file}")
+    return ", ".join(where) or "the whole capture"
 
 
 def savings_panel(savings: dict) -> Panel:
