@@ -1,7 +1,7 @@
 """Analyze end to end (decode + tracking + findings) on a capture; prints MB/s and peak memory.
 
     python benchmarks/make_bench_capture.py /tmp/bench.pcapng
-    python tests/analysis/bench_analyze.py /tmp/bench.pcapng
+    python benchmarks/bench_analyze.py /tmp/bench.pcapng
 """
 
 from __future__ import annotations
