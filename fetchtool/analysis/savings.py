@@ -1,0 +1,280 @@
+"""Incremental-fetch savings (KIP-227): exact bytes per client and broker, and how they grow with partitions.
+
+    est = SavingsEstimator()
+    for ex in exchanges:          # Exchange objects in request order (streaming: per-connection state only)
+        est.feed(ex)              # -> ExchangeSavings for a Fetch exchange, None otherwise
+    est.result().to_json()        # the `savings` object of `analyze --format json` (design.md)
+
+Every Fetch exchange gets three sizes in each direction: what was captured, its full-fetch equivalent (every
+session partition) and its incremental equivalent (what a working session would carry, decided by the session
+engine: see savings_model). Sizes are whole frames, encoded at the captured version, or at v7 for older
+exchanges (sessions start at v7; the report counts them in `estimated_at_v7`).
+
+Where the bytes are booked:
+- realised: incremental exchanges that worked; they already save `full - actual`;
+- potential: sessionless clients (epoch -1 or Fetch < v7) would save `actual - incremental`;
+- lost: session-capable clients whose sessions fail (errors 70/71/106, churn, no cache slot) pay
+  `actual - incremental` more than a working session, by cause.
+`saved_bytes` = actual - incremental (both directions) = what sessions would still save (potential + lost + ~0).
+Record bytes are the same either way: they are reported apart, and shares are given both of the fetch metadata
+bytes (everything but records) and of all fetch bytes.
+
+Projection: the same workload with 10x and 100x the partitions and the same change rate (the same partitions
+change, with the same records, per second): full-shaped frames grow with the partition count, incremental ones
+do not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fetchtool.exchange import FETCH, Exchange
+
+from .savings_model import (CLOSE, FULL, INCREMENTAL, LOST, POTENTIAL, REALISED, SESSIONLESS, ExchangeSavings,
+                            StreamModel)
+
+PROJECTIONS = (10, 100)
+KINDS = (SESSIONLESS, FULL, INCREMENTAL, CLOSE)
+
+
+class Tally:
+    """Sums over a set of exchanges (one client, one broker, or all)."""
+
+    __slots__ = ("exchanges", "actual_request_bytes", "actual_response_bytes", "full_request_bytes",
+                 "full_response_bytes", "incremental_request_bytes", "incremental_response_bytes", "records_bytes",
+                 "realised_bytes", "potential_bytes", "lost_bytes", "lost_by_cause", "kinds", "estimated_at_v7",
+                 "responses_missing", "actual_scalable_bytes", "full_scalable_bytes", "reencode_checked",
+                 "reencode_mismatches", "versions")
+
+    def __init__(self) -> None:
+        self.exchanges = 0
+        self.actual_request_bytes = self.actual_response_bytes = 0
+        self.full_request_bytes = self.full_response_bytes = 0
+        self.incremental_request_bytes = self.incremental_response_bytes = 0
+        self.records_bytes = 0
+        self.realised_bytes = self.potential_bytes = self.lost_bytes = 0
+        self.lost_by_cause: dict[str, int] = {}
+        self.kinds: dict[str, int] = {}
+        self.estimated_at_v7 = 0
+        self.responses_missing = 0
+        self.actual_scalable_bytes = self.full_scalable_bytes = 0
+        self.reencode_checked = self.reencode_mismatches = 0
+        self.versions: dict[int, int] = {}
+
+    def add(self, s: ExchangeSavings) -> None:
+        self.exchanges += 1
+        self.actual_request_bytes += s.actual_request_bytes
+        self.actual_response_bytes += s.actual_response_bytes
+        self.full_request_bytes += s.full_request_bytes
+        self.full_response_bytes += s.full_response_bytes
+        self.incremental_request_bytes += s.incremental_request_bytes
+        self.incremental_response_bytes += s.incremental_response_bytes
+        self.records_bytes += s.records_bytes
+        self.kinds[s.kind] = self.kinds.get(s.kind, 0) + 1
+        self.versions[s.version] = self.versions.get(s.version, 0) + 1
+        if s.category == REALISED:
+            self.realised_bytes += s.full_bytes - s.actual_bytes
+        elif s.category == POTENTIAL:
+            self.potential_bytes += s.saved_bytes
+        elif s.category == LOST:
+            self.lost_bytes += s.saved_bytes
+            cause = s.cause or "other"
+            self.lost_by_cause[cause] = self.lost_by_cause.get(cause, 0) + s.saved_bytes
+        if s.equivalent_version != s.version:
+            self.estimated_at_v7 += 1
+        if s.response_missing:
+            self.responses_missing += 1
+        self.actual_scalable_bytes += s.actual_scalable_bytes
+        self.full_scalable_bytes += s.full_scalable_bytes
+        self.reencode_checked += 1
+        if s.reencoded_request_bytes != s.actual_request_bytes or (
+                s.reencoded_response_bytes is not None and s.reencoded_response_bytes != s.actual_response_bytes):
+            self.reencode_mismatches += 1
+
+    # -- derived figures -------------------------------------------------------------------------------------
+    @property
+    def actual_bytes(self) -> int:
+        return self.actual_request_bytes + self.actual_response_bytes
+
+    @property
+    def full_bytes(self) -> int:
+        return self.full_request_bytes + self.full_response_bytes
+
+    @property
+    def incremental_bytes(self) -> int:
+        return self.incremental_request_bytes + self.incremental_response_bytes
+
+    @property
+    def saved_bytes(self) -> int:
+        return self.actual_bytes - self.incremental_bytes
+
+    def projection(self, factor: int) -> dict:
+        actual = self.actual_bytes + (factor - 1) * self.actual_scalable_bytes
+        full = self.full_bytes + (factor - 1) * self.full_scalable_bytes
+        incremental = self.incremental_bytes
+        return {"actual_bytes": actual, "full_bytes": full, "incremental_bytes": incremental,
+                "saved_bytes": actual - incremental}
+
+    def to_json(self, duration_s: float | None) -> dict:
+        actual, records, saved = self.actual_bytes, self.records_bytes, self.saved_bytes
+        metadata = actual - records
+
+        def share(part: int, whole: int) -> float | None:
+            return round(part / whole, 4) if whole > 0 else None
+
+        def rate(b: int, seconds: float) -> float | None:
+            return round(b / duration_s * seconds, 1) if duration_s else None
+
+        projection = {}
+        for k in PROJECTIONS:
+            p = self.projection(k)
+            p["saved_bytes_per_hour"] = rate(p["saved_bytes"], 3600)
+            projection[f"{k}x"] = p
+        return {
+            "exchanges": self.exchanges,
+            "actual_request_bytes": self.actual_request_bytes,
+            "actual_response_bytes": self.actual_response_bytes,
+            "full_request_bytes": self.full_request_bytes,
+            "full_response_bytes": self.full_response_bytes,
+            "incremental_request_bytes": self.incremental_request_bytes,
+            "incremental_response_bytes": self.incremental_response_bytes,
+            "records_bytes": records,
+            "saved_bytes": saved,
+            "actual_bytes": actual,
+            "full_bytes": self.full_bytes,
+            "incremental_bytes": self.incremental_bytes,
+            "metadata_bytes": metadata,
+            "incremental_metadata_bytes": self.incremental_bytes - records,
+            "saved_share_of_metadata": share(saved, metadata),
+            "saved_share_of_all": share(saved, actual),
+            "realised_bytes": self.realised_bytes,
+            "potential_bytes": self.potential_bytes,
+            "lost_bytes": self.lost_bytes,
+            "lost_by_cause": dict(sorted(self.lost_by_cause.items())),
+            "saved_bytes_per_second": rate(saved, 1),
+            "saved_bytes_per_hour": rate(saved, 3600),
+            "actual_bytes_per_hour": rate(actual, 3600),
+            "incremental_bytes_per_hour": rate(self.incremental_bytes, 3600),
+            "realised_bytes_per_hour": rate(self.realised_bytes, 3600),
+            "projection": projection,
+            "requests": {k: self.kinds[k] for k in KINDS if k in self.kinds},
+            "fetch_versions": {str(v): n for v, n in sorted(self.versions.items())},
+            "estimated_at_v7": self.estimated_at_v7,
+            "responses_missing": self.responses_missing,
+            "reencode_mismatches": self.reencode_mismatches,
+        }
+
+
+@dataclass
+class SavingsResult:
+    total: Tally
+    per_client: dict[tuple[str, str | None], Tally]
+    per_broker: dict[str, Tally]
+    first_ts: float | None
+    last_ts: float | None
+    snapshot_exchanges: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.first_ts is None or self.last_ts is None or self.last_ts <= self.first_ts:
+            return None
+        return self.last_ts - self.first_ts
+
+    def to_json(self) -> dict:
+        d = self.duration_s
+        clients = []
+        for (client, client_id), t in sorted(self.per_client.items(), key=lambda kv: (-kv[1].saved_bytes, kv[0][0])):
+            clients.append({"client": client, "client_id": client_id, **t.to_json(d)})
+        brokers = [{"broker": b, **t.to_json(d)}
+                   for b, t in sorted(self.per_broker.items(), key=lambda kv: (-kv[1].saved_bytes, kv[0]))]
+        return {"total": self.total.to_json(d), "per_client": clients, "per_broker": brokers,
+                "duration_s": None if d is None else round(d, 3), "notes": list(self.notes)}
+
+
+class SavingsEstimator:
+    """Feed exchanges in request order; `result()` at the end. Keeps one StreamModel per connection."""
+
+    def __init__(self) -> None:
+        self.streams: dict[tuple[str, str], StreamModel] = {}   # (client ip:port, broker)
+        self._by_session: dict[tuple, StreamModel] = {}          # (host, client id, broker, session id)
+        self.total = Tally()
+        self.per_client: dict[tuple[str, str | None], Tally] = {}
+        self.per_broker: dict[str, Tally] = {}
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
+        self.snapshot_exchanges = 0
+        self.model_errors = 0
+
+    def feed(self, ex: Exchange) -> ExchangeSavings | None:
+        for t in (ex.ts, ex.response_ts):
+            if t is not None:
+                if self.first_ts is None or t < self.first_ts:
+                    self.first_ts = t
+                if self.last_ts is None or t > self.last_ts:
+                    self.last_ts = t
+        if ex.api_key != FETCH:
+            self.snapshot_exchanges += 1
+            return None
+        key = (ex.client, ex.broker)
+        model = self.streams.get(key)
+        if model is None:
+            model = self._adopt(ex)
+            self.streams[key] = model
+        try:
+            s = model.feed(ex)
+        except Exception:  # noqa: BLE001 - one odd exchange must not stop the report; start the stream afresh
+            self.model_errors += 1
+            self.streams[key] = StreamModel(ex.client, ex.broker)
+            return None
+        if ex.response_session_id:
+            self._by_session[(ex.client.rsplit(":", 1)[0], ex.client_id, ex.broker, ex.response_session_id)] = model
+        self.total.add(s)
+        ck = (ex.client, ex.client_id)
+        t = self.per_client.get(ck)
+        if t is None:
+            t = self.per_client[ck] = Tally()
+        t.add(s)
+        t = self.per_broker.get(ex.broker)
+        if t is None:
+            t = self.per_broker[ex.broker] = Tally()
+        t.add(s)
+        return s
+
+    def _adopt(self, ex: Exchange) -> StreamModel:
+        """A new connection that continues a session of an earlier one (clients keep their session across
+        reconnects) continues that connection's model; anything else starts a new one."""
+        if ex.session_id and ex.session_epoch is not None and ex.session_epoch > 0:
+            model = self._by_session.get((ex.client.rsplit(":", 1)[0], ex.client_id, ex.broker, ex.session_id))
+            if model is not None:
+                return model
+        return StreamModel(ex.client, ex.broker)
+
+    def result(self) -> SavingsResult:
+        notes = []
+        if self.total.estimated_at_v7:
+            notes.append(f"{self.total.estimated_at_v7} exchange(s) used Fetch < v7 (no sessions): their full and "
+                         f"incremental equivalents are sized at Fetch v7.")
+        if self.total.responses_missing:
+            notes.append(f"{self.total.responses_missing} request(s) without a captured response: response bytes "
+                         f"are left out for them.")
+        if self.total.reencode_mismatches:
+            notes.append(f"{self.total.reencode_mismatches} of {self.total.reencode_checked} exchange(s) re-size "
+                         f"differently from their captured frames (fields the decoder does not keep, e.g. unknown "
+                         f"tagged fields); equivalents omit those bytes.")
+        if self.model_errors:
+            notes.append(f"{self.model_errors} exchange(s) could not be modelled and are left out.")
+        if self.snapshot_exchanges:
+            notes.append(f"{self.snapshot_exchanges} FetchSnapshot exchange(s) are not part of the estimate "
+                         f"(no sessions in KIP-630).")
+        return SavingsResult(self.total, self.per_client, self.per_broker, self.first_ts, self.last_ts,
+                             self.snapshot_exchanges, notes)
+
+
+def estimate(exchanges) -> SavingsResult:
+    """Run the estimator over an iterable of Exchange (other items, e.g. orphan responses, are skipped)."""
+    est = SavingsEstimator()
+    for ex in exchanges:
+        if isinstance(ex, Exchange):
+            est.feed(ex)
+    return est.result()

@@ -1,0 +1,205 @@
+"""Exact Fetch frame sizes without building messages: per-version constants measured with the real codec.
+
+Encoding every equivalent request and response with kio would cost microseconds per partition entry, several
+times the whole decode. But a Fetch body is fixed-width fields plus a few length prefixes, so its size is a sum:
+the empty body, plus per topic entry, plus per partition entry, plus the variable parts (names, record blobs,
+aborted transactions, the diverging-epoch tag) and the growth of varint length prefixes in flexible versions
+(v12+). The constants are measured once per version by encoding tiny bodies with fetchtool.protocol.codec, so
+the layout knowledge stays in the codec; tests/savings check the sums against full encodes.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from fetchtool.exchange import ForgottenPartition, RequestPartition, ResponsePartition
+from fetchtool.protocol.codec import FetchRequestBody, FetchResponseBody, encode_request, encode_response
+from fetchtool.protocol.headers import (FETCH, encode_request_header, encode_response_header,
+                                        is_flexible)
+
+_TID = "5f1a0e4c-0d4e-4c3b-9a57-111111111111"
+
+
+def uvarint_size(n: int) -> int:
+    size = 1
+    while n >= 0x80:
+        n >>= 7
+        size += 1
+    return size
+
+
+def _req(version: int, parts=(), forgotten=(), replica_id: int = -1, rack_id: str = "") -> int:
+    body = FetchRequestBody(replica_id=replica_id, partitions=tuple(parts), forgotten=tuple(forgotten),
+                            rack_id=rack_id)
+    return len(encode_request(FETCH, version, body))
+
+
+def _resp(version: int, parts=(), records=None) -> int:
+    body = FetchResponseBody(partitions=tuple(parts), records=records)
+    return len(encode_response(FETCH, version, body))
+
+
+def _rp(version: int, partition: int = 0) -> RequestPartition:
+    tid = _TID if version >= 13 else None
+    return RequestPartition("" if version < 13 else None, tid, partition, 0, 0, -1, -1, -1)
+
+
+def _sp(version: int, aborted: int = -1, diverging: int = -1, records: int = 0) -> ResponsePartition:
+    tid = _TID if version >= 13 else None
+    return ResponsePartition("" if version < 13 else None, tid, 0, 0, 0, 0, -1, -1, diverging, aborted, records,
+                             0, 0, None)
+
+
+class VersionSizes:
+    """The measured constants of one Fetch version (see the module docstring)."""
+
+    __slots__ = ("version", "flexible", "names", "req_empty", "req_topic", "req_partition", "forgot_topic",
+                 "forgot_partition", "resp_empty", "resp_topic", "resp_partition", "aborted_entry", "diverging",
+                 "request_header_base", "response_header")
+
+    def __init__(self, version: int) -> None:
+        v = self.version = version
+        self.flexible = is_flexible(FETCH, v)
+        self.names = v < 13  # topics are named (else a fixed 16-byte id)
+        self.req_empty = _req(v)
+        one_topic = _req(v, [_rp(v)])
+        two_parts = _req(v, [_rp(v), _rp(v, 1)])
+        self.req_partition = two_parts - one_topic
+        self.req_topic = one_topic - self.req_partition - self.req_empty
+        if v >= 7:
+            f1 = _req(v, forgotten=[ForgottenPartition("" if v < 13 else None, _TID if v >= 13 else None, 0)])
+            f2 = _req(v, forgotten=[ForgottenPartition("" if v < 13 else None, _TID if v >= 13 else None, p)
+                                    for p in (0, 1)])
+            self.forgot_partition = f2 - f1
+            self.forgot_topic = f1 - self.forgot_partition - self.req_empty
+        else:
+            self.forgot_partition = self.forgot_topic = 0
+        self.resp_empty = _resp(v)
+        one = _resp(v, [_sp(v)])
+        two = _resp(v, [_sp(v), _sp(v)._replace(partition=1)])
+        self.resp_partition = two - one
+        self.resp_topic = one - self.resp_partition - self.resp_empty
+        self.aborted_entry = (_resp(v, [_sp(v, aborted=1)]) - one) if v >= 4 else 0
+        self.diverging = (_resp(v, [_sp(v, diverging=3)]) - one) if v >= 12 else 0
+        self.request_header_base = len(encode_request_header(FETCH, v, 0, ""))
+        self.response_header = len(encode_response_header(FETCH, v, 0))
+
+    # -- the variable parts -------------------------------------------------------------------------------
+    def count_growth(self, n: int) -> int:
+        """Extra bytes of an array length prefix for n entries beyond the 0-or-1-entry calibration."""
+        return uvarint_size(n + 1) - 1 if self.flexible else 0
+
+    def name_size(self, name: str | None) -> int:
+        """Bytes a topic name adds beyond the empty name used for calibration (0 when topics are ids)."""
+        if not self.names:
+            return 0
+        n = len(name.encode()) if name else 0
+        return n + (uvarint_size(n + 1) - 1 if self.flexible else 0)
+
+    def records_size(self, n: int) -> int:
+        """Bytes a Records blob of n bytes adds beyond a null one (empty and null cost the same)."""
+        if n <= 0:
+            return 0
+        return n + (uvarint_size(n + 1) - 1 if self.flexible else 0)
+
+    def aborted_size(self, n: int) -> int:
+        if n <= 0:
+            return 0
+        return n * self.aborted_entry + (uvarint_size(n + 1) - 1 if self.flexible else 0)
+
+
+@lru_cache(maxsize=None)
+def version_sizes(version: int) -> VersionSizes:
+    return VersionSizes(version)
+
+
+@lru_cache(maxsize=4096)
+def request_header_size(version: int, client_id: str | None) -> int:
+    return len(encode_request_header(FETCH, version, 0, client_id))
+
+
+@lru_cache(maxsize=256)
+def _request_fixed(version: int, replica_id: int, rack_id: str) -> int:
+    # replica_id and rack_id can change the empty body (v15+ puts a follower's ReplicaState in a tagged field)
+    return _req(version, replica_id=replica_id, rack_id=rack_id)
+
+
+def request_frame_size(version: int, client_id: str | None, replica_id: int | None, rack_id: str | None,
+                       partitions, forgotten=()) -> int:
+    """Whole frame (size prefix, header with client id, body) of a Fetch request.
+
+    `partitions`: iterable of (topic key, topic name) per partition entry, in wire order; consecutive entries
+    with the same key share one topic entry. `forgotten`: the same for forgotten partitions.
+    """
+    vs = version_sizes(version)
+    rid = -1 if replica_id is None else replica_id
+    size = 4 + request_header_size(version, client_id) + _request_fixed(version, rid, rack_id or "")
+    topics, n = _topic_runs(vs, partitions, vs.req_topic)
+    size += topics + n * vs.req_partition
+    if version >= 7:
+        ftopics, fn = _topic_runs(vs, forgotten, vs.forgot_topic)
+        size += ftopics + fn * vs.forgot_partition
+    return size
+
+
+def _topic_runs(vs: VersionSizes, entries, per_topic: int) -> tuple[int, int]:
+    """(bytes of topic entries incl. their length prefixes and the outer array's, number of entries)."""
+    total = 0
+    n = 0
+    topics = 0
+    last = _NO_KEY
+    run = 0
+    flexible = vs.flexible
+    for key, name in entries:
+        n += 1
+        if key == last:
+            run += 1
+            continue
+        if run and flexible:
+            total += uvarint_size(run + 1) - 1
+        topics += 1
+        total += per_topic + vs.name_size(name)
+        last = key
+        run = 1
+    if run and flexible:
+        total += uvarint_size(run + 1) - 1
+    if flexible:
+        total += uvarint_size(topics + 1) - 1
+    return total, n
+
+
+_NO_KEY = object()
+
+
+def response_frame_size(version: int, partitions) -> int:
+    """Whole frame of a Fetch response. `partitions`: iterable of (topic key, topic name, records bytes,
+    aborted transactions count (-1 null), diverging epoch (-1 absent)) in wire order."""
+    vs = version_sizes(version)
+    size = 4 + vs.response_header + vs.resp_empty
+    extra = 0
+    keys = []
+    append = keys.append
+    for key, name, records, aborted, diverging in partitions:
+        append((key, name))
+        if records > 0:
+            extra += vs.records_size(records)
+        if aborted > 0:
+            extra += vs.aborted_size(aborted)
+        if diverging >= 0 and vs.diverging:
+            extra += vs.diverging
+    topics, n = _topic_runs(vs, keys, vs.resp_topic)
+    return size + topics + n * vs.resp_partition + extra
+
+
+def empty_request_frame(version: int, client_id: str | None, replica_id: int | None, rack_id: str | None) -> int:
+    return request_frame_size(version, client_id, replica_id, rack_id, ())
+
+
+def empty_response_frame(version: int) -> int:
+    vs = version_sizes(version)
+    return 4 + vs.response_header + vs.resp_empty
+
+
+def topic_key(version: int, topic: str | None, topic_id) -> object:
+    """What makes two consecutive partition entries share a topic entry on the wire."""
+    return topic_id if version >= 13 else topic
