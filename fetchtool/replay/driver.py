@@ -128,7 +128,7 @@ async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Calla
     state = broker.core.state
     for name, info in plan.topics.items():
         state.create_topic(name, info.partition_count, info.topic_id)
-    value = b"x" * 100
+    value = b"x" * 16
     for (name, partition), top in high.items():
         log = state.topics.partition(name, partition)
         want = min(max(0, top - low.get((name, partition), 0)), options.prefill_limit)
