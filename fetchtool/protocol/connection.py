@@ -187,7 +187,8 @@ class KafkaConnection:
 
     # -- framing and pairing ------------------------------------------------------------------------------
     def _dispatch(self, ev: StreamData | StreamGap) -> list:
-        to_broker = ev.src == self.client
+        src = ev.src
+        to_broker = src is self.client or src == self.client  # the capture layer reuses Endpoint objects
         framer = self._req if to_broker else self._resp
         if isinstance(ev, StreamGap):
             framer.gap(ev.lost_bytes)

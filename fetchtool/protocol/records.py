@@ -16,6 +16,8 @@ _MAGIC_AT = 16  # offset i64 + length i32 + (partitionLeaderEpoch | crc) i32
 _V2_ATTR = Struct(">h")  # at 21
 _V2_COUNT = Struct(">i")  # at 57
 _V2_HEADER = 61  # bytes of a magic 2 batch header
+# batchLength at 8, magic at 16, attributes at 21, recordCount at 57 (baseOffset, epoch, crc and the rest skipped)
+_V2_FIELDS = Struct(">8xi4xb4xh34xi")
 _LEGACY_HEADER = 12 + 4 + 1 + 1  # offset, size, crc, magic, attributes
 
 
@@ -37,7 +39,18 @@ def summarize(blob: bytes | bytearray | memoryview | None) -> RecordsSummary:
     pos = 0
     batches = records = 0
     codecs = 0  # bit set of codec ids seen; compression name derived at the end
+    unpack_v2 = _V2_FIELDS.unpack_from
     unpack_os = _OFFSET_SIZE.unpack_from
+    # Magic 2 batches (all of a modern broker's output) are read with one unpack of the 61-byte header.
+    while end - pos >= _V2_HEADER:
+        length, magic, attributes, count = unpack_v2(blob, pos)
+        nxt = pos + 12 + length
+        if magic < 2 or length < 0 or nxt > end or length + 12 < _V2_HEADER:
+            break
+        codecs |= 1 << (attributes & 7)
+        records += count
+        batches += 1
+        pos = nxt
     while end - pos >= 12:
         _, length = unpack_os(blob, pos)
         nxt = pos + 12 + length
