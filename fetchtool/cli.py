@@ -21,7 +21,9 @@ COMMANDS = ["analyze", "decode", "sessions", "savings", "simulate", "replay", "b
 for _name in COMMANDS:
     if importlib.util.find_spec(f"fetchtool.commands.{_name}") is not None:
         _module = importlib.import_module(f"fetchtool.commands.{_name}")
-        app.command(_name, help=_module.__doc__)(_module.main)
+        _doc = _module.__doc__ or ""
+        # the listing shows the docstring's first paragraph on one line; `fetchtool NAME --help` shows it all
+        app.command(_name, help=_doc, short_help=" ".join(_doc.split("\n\n")[0].split()))(_module.main)
 
 
 @app.callback()
