@@ -170,16 +170,9 @@ class SavingsResult:
     total: Tally
     per_client: dict[tuple[str, str | None], Tally]
     per_broker: dict[str, Tally]
-    first_ts: float | None
-    last_ts: float | None
+    duration_s: float | None   # capture time: the sum of each file's first-to-last timestamp span
     snapshot_exchanges: int = 0
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def duration_s(self) -> float | None:
-        if self.first_ts is None or self.last_ts is None or self.last_ts <= self.first_ts:
-            return None
-        return self.last_ts - self.first_ts
 
     def to_json(self) -> dict:
         d = self.duration_s
@@ -201,18 +194,20 @@ class SavingsEstimator:
         self.total = Tally()
         self.per_client: dict[tuple[str, str | None], Tally] = {}
         self.per_broker: dict[str, Tally] = {}
-        self.first_ts: float | None = None
-        self.last_ts: float | None = None
+        self.spans: dict[str, list[float]] = {}   # file -> [first, last] timestamp
         self.snapshot_exchanges = 0
         self.model_errors = 0
 
     def feed(self, ex: Exchange) -> ExchangeSavings | None:
+        span = self.spans.get(ex.file)
         for t in (ex.ts, ex.response_ts):
             if t is not None:
-                if self.first_ts is None or t < self.first_ts:
-                    self.first_ts = t
-                if self.last_ts is None or t > self.last_ts:
-                    self.last_ts = t
+                if span is None:
+                    span = self.spans[ex.file] = [t, t]
+                elif t < span[0]:
+                    span[0] = t
+                elif t > span[1]:
+                    span[1] = t
         if ex.api_key != FETCH:
             self.snapshot_exchanges += 1
             return None
@@ -260,14 +255,15 @@ class SavingsEstimator:
                          f"are left out for them.")
         if self.total.reencode_mismatches:
             notes.append(f"{self.total.reencode_mismatches} of {self.total.reencode_checked} exchange(s) re-size "
-                         f"differently from their captured frames (fields the decoder does not keep, e.g. unknown "
-                         f"tagged fields); equivalents omit those bytes.")
+                         f"differently from their captured frames (fields the decoder does not keep, e.g. tagged "
+                         f"fields); those bytes are carried over into both equivalents.")
         if self.model_errors:
             notes.append(f"{self.model_errors} exchange(s) could not be modelled and are left out.")
         if self.snapshot_exchanges:
             notes.append(f"{self.snapshot_exchanges} FetchSnapshot exchange(s) are not part of the estimate "
                          f"(no sessions in KIP-630).")
-        return SavingsResult(self.total, self.per_client, self.per_broker, self.first_ts, self.last_ts,
+        duration = sum(last - first for first, last in self.spans.values())
+        return SavingsResult(self.total, self.per_client, self.per_broker, duration or None,
                              self.snapshot_exchanges, notes)
 
 

@@ -120,7 +120,7 @@ class ClientKey(NamedTuple):
 class StreamModel:
     """The session a client connection could have had with one broker (per-connection state only)."""
 
-    __slots__ = ("client", "broker", "handler", "manager", "wanted", "keys", "tips", "req_rows", "resp_rows",
+    __slots__ = ("client", "broker", "handler", "manager", "wanted", "keys", "tips", "req_rows", "resp_rows", "noisy",
                  "last_results", "exchanges", "last_error", "full_since_incremental", "_full_req_cache")
 
     def __init__(self, client: str, broker: str) -> None:
@@ -136,6 +136,7 @@ class StreamModel:
         self.req_rows: dict[ClientKey, tuple[RequestPartition, PartitionData]] = {}
         self.resp_rows: dict[TopicIdPartition, ResponsePartition] = {}
         self.last_results: dict[TopicIdPartition, PartitionResult] = {}
+        self.noisy: set[TopicIdPartition] = set()   # last results with records, errors, ...: not to be repeated
         self.exchanges = 0
         self.last_error = 0
         self.full_since_incremental = 0   # session-creating full fetches with no incremental one in between
@@ -180,16 +181,37 @@ class StreamModel:
         rows: dict[TopicIdPartition, ResponsePartition] = {}
         if not captured:
             return rows
-        resp_rows, last_results, key = self.resp_rows, self.last_results, self._key
+        resp_rows, last_results, keys, noisy = self.resp_rows, self.last_results, self.keys, self.noisy
         for r in captured:
-            tip = key(r.topic, r.topic_id, r.partition, ids)[1]
+            hit = keys.get((r.topic, r.topic_id, r.partition))
+            tip = (hit or self._key(r.topic, r.topic_id, r.partition, ids))[1]
             rows[tip] = r
             if resp_rows.get(tip) != r:
-                last_results[tip] = PartitionResult(r.error_code, r.high_watermark, r.last_stable_offset,
-                                                    r.log_start_offset, r.records_bytes, r.diverging_epoch,
-                                                    r.preferred_read_replica)
+                res = last_results[tip] = PartitionResult(r.error_code, r.high_watermark, r.last_stable_offset,
+                                                          r.log_start_offset, r.records_bytes, r.diverging_epoch,
+                                                          r.preferred_read_replica)
                 resp_rows[tip] = r
+                if r.records_bytes or r.error_code or r.diverging_epoch >= 0 or r.preferred_read_replica != -1:
+                    noisy.add(tip)
         return rows
+
+    def _broker_results(self, ctx, rows) -> dict[TopicIdPartition, PartitionResult]:
+        """The engine's input for every partition the broker reads: captured where the response has it, else
+        the last values seen, minus records, errors and the like (they were not repeated)."""
+        last_results = self.last_results
+        quiet = _QUIET   # never seen: equal to a new cached partition's state, so not included
+        results = {tip: last_results.get(tip, quiet) for tip, _ in ctx.partitions()}
+        noisy = self.noisy
+        if noisy:
+            for tip in [t for t in noisy if t not in rows]:
+                noisy.discard(tip)
+                res = last_results[tip]
+                res = last_results[tip] = PartitionResult(0, res.high_watermark, res.last_stable_offset,
+                                                          res.log_start_offset)
+                self.resp_rows.pop(tip, None)
+                if tip in results:
+                    results[tip] = res
+        return results
 
     # -- one exchange ------------------------------------------------------------------------------------------
     def feed(self, ex: Exchange) -> ExchangeSavings:
@@ -218,18 +240,7 @@ class StreamModel:
         # the others (they did not change, and bring no records).
         captured = ex.response_partitions
         rows = self._results(captured, ids)
-        last_results = self.last_results
-        results = {}
-        quiet = _QUIET
-        for tip, _ in ctx.partitions():
-            res = last_results.get(tip)
-            if res is None:
-                res = quiet   # never seen: equal to a new cached partition's state, so not included
-            elif tip not in rows and (res.records_size or res.error_code or res.diverging_epoch >= 0
-                                      or res.preferred_read_replica != -1):
-                res = last_results[tip] = PartitionResult(0, res.high_watermark, res.last_stable_offset,
-                                                          res.log_start_offset)
-            results[tip] = res
+        results = self._broker_results(ctx, rows)
         outcome = ctx.update_and_generate_response(now_ms, results)
         self.handler.handle_response(outcome.error_code, outcome.session_id, outcome.throttle_time_ms,
                                      [ClientKey(t.topic or "", t.partition) for t, _ in outcome.partitions],
@@ -239,12 +250,14 @@ class StreamModel:
     def _sizes(self, ex: Exchange, kind: str, version: int, veq: int, wanted, to_send, forgotten, rows, outcome
                ) -> ExchangeSavings:
         client_id, replica_id, rack = ex.client_id, ex.replica_id, ex.rack_id
-        key = size.topic_key
+        ids = veq >= 13   # the wire key of a topic: its id from v13, else its name
         tips = self.tips
-        inc_req = size.request_frame_size(
-            veq, client_id, replica_id, rack,
-            [(key(veq, tp.topic, d.topic_id), tp.topic) for tp, d in to_send.items()],
-            [(key(veq, t.topic, t.topic_id), t.topic) for t in forgotten])
+        if ids:
+            inc_req = size.request_frame_size(veq, client_id, replica_id, rack,
+                                              [tips[tp].topic_id for tp in to_send], [t.topic_id for t in forgotten])
+        else:
+            inc_req = size.request_frame_size(veq, client_id, replica_id, rack,
+                                              [tp.topic for tp in to_send], [t.topic for t in forgotten])
         # The full request's size depends only on which partitions are wanted, in which order.
         order = list(wanted)
         cached_order, cached_size, cached_shape = self._full_req_cache
@@ -252,17 +265,17 @@ class StreamModel:
         if cached_shape == shape and cached_order == order:
             full_req = cached_size
         else:
-            full_req = size.request_frame_size(
-                veq, client_id, replica_id, rack, [(key(veq, tp.topic, tips[tp].topic_id), tp.topic) for tp in order])
+            full_req = size.request_frame_size(veq, client_id, replica_id, rack,
+                                               [tips[tp].topic_id for tp in order] if ids else
+                                               [tp.topic for tp in order])
             self._full_req_cache = (order, full_req, shape)
         if (version == veq and kind != INCREMENTAL and not ex.forgotten_partitions
                 and len(ex.request_partitions) == len(order)):
             reenc_req = full_req      # a full request re-sizes as the full equivalent: same entries, same order
         else:
             reenc_req = size.request_frame_size(
-                version, client_id, replica_id, rack,
-                [(key(version, p.topic, p.topic_id), p.topic) for p in ex.request_partitions],
-                [(key(version, f.topic, f.topic_id), f.topic) for f in ex.forgotten_partitions])
+                version, client_id, replica_id, rack, _keys(version, ex.request_partitions),
+                _keys(version, ex.forgotten_partitions))
         captured = ex.response_partitions
         missing = captured is None
         records = 0
@@ -270,32 +283,32 @@ class StreamModel:
             inc_resp = full_resp = 0
             reenc_resp = None
         else:
-            records = sum([r.records_bytes for r in captured])
-            entries = [(key(veq, tip.topic, tip.topic_id), tip.topic, r.records_bytes, r.aborted_transactions,
-                        r.diverging_epoch) for tip, r in rows.items()]
-            if version == veq and len(rows) == len(captured):
-                reenc_resp = size.response_frame_size(version, entries)
-            else:
-                reenc_resp = size.response_frame_size(version, [
-                    (key(version, r.topic, r.topic_id), r.topic, r.records_bytes, r.aborted_transactions,
-                     r.diverging_epoch) for r in captured])
+            recs = [r.records_bytes for r in captured]
+            records = sum(recs)
+            aborted = [r.aborted_transactions for r in captured if r.aborted_transactions > 0]
+            diverging = [r.diverging_epoch for r in captured if r.diverging_epoch >= 0]
+            reenc_resp = size.response_frame_size(version, _keys(version, captured), recs, aborted, diverging)
             # Full: the captured partitions in captured order, then every other wanted one, unchanged.
             extra = [tips[tp] for tp in order if tips[tp] not in rows] if len(rows) != len(order) else ()
             if extra or version != veq or len(rows) != len(captured):
-                full_resp = size.response_frame_size(
-                    veq, entries + [(key(veq, t.topic, t.topic_id), t.topic, 0, -1, -1) for t in extra])
+                keys = _keys(veq, rows.values()) + [str(t.topic_id) if ids else t.topic for t in extra]
+                full_resp = size.response_frame_size(veq, keys, [r.records_bytes for r in rows.values()],
+                                                     [r.aborted_transactions for r in rows.values()],
+                                                     [r.diverging_epoch for r in rows.values()])
             else:
                 full_resp = reenc_resp
-            inc = []
+            keys, irecs, iab, idiv = [], [], [], []
             for tip, res in outcome.partitions:
+                keys.append(tip.topic_id if ids else tip.topic)
                 r = rows.get(tip)
                 if r is None:
-                    inc.append((key(veq, tip.topic, tip.topic_id), tip.topic, res.records_size, -1,
-                                res.diverging_epoch))
+                    irecs.append(res.records_size)
+                    idiv.append(res.diverging_epoch)
                 else:
-                    inc.append((key(veq, tip.topic, tip.topic_id), tip.topic, r.records_bytes,
-                                r.aborted_transactions, r.diverging_epoch))
-            inc_resp = size.response_frame_size(veq, inc)
+                    irecs.append(r.records_bytes)
+                    iab.append(r.aborted_transactions)
+                    idiv.append(r.diverging_epoch)
+            inc_resp = size.response_frame_size(veq, keys, irecs, iab, idiv)
         actual_req = ex.request_bytes or 0
         actual_resp = 0 if missing else (ex.response_bytes or 0)
         # Bytes the decoded rows do not keep (e.g. tagged fields such as NodeEndpoints) would be on the wire in
@@ -354,3 +367,10 @@ class StreamModel:
 
 
 _QUIET = PartitionResult()
+
+
+def _keys(version: int, rows) -> list:
+    """The wire topic key of each decoded row (name before v13, id string from v13)."""
+    if version >= 13:
+        return [r.topic_id for r in rows]
+    return [r.topic for r in rows]

@@ -11,6 +11,7 @@ the layout knowledge stays in the codec; tests/savings check the sums against fu
 from __future__ import annotations
 
 from functools import lru_cache
+from itertools import groupby
 
 from fetchtool.exchange import ForgottenPartition, RequestPartition, ResponsePartition
 from fetchtool.protocol.codec import FetchRequestBody, FetchResponseBody, encode_request, encode_response
@@ -89,11 +90,11 @@ class VersionSizes:
         """Extra bytes of an array length prefix for n entries beyond the 0-or-1-entry calibration."""
         return uvarint_size(n + 1) - 1 if self.flexible else 0
 
-    def name_size(self, name: str | None) -> int:
+    def name_size(self, name) -> int:
         """Bytes a topic name adds beyond the empty name used for calibration (0 when topics are ids)."""
-        if not self.names:
+        if not self.names or not name:
             return 0
-        n = len(name.encode()) if name else 0
+        n = _utf8_len(name)
         return n + (uvarint_size(n + 1) - 1 if self.flexible else 0)
 
     def records_size(self, n: int) -> int:
@@ -106,6 +107,11 @@ class VersionSizes:
         if n <= 0:
             return 0
         return n * self.aborted_entry + (uvarint_size(n + 1) - 1 if self.flexible else 0)
+
+
+@lru_cache(maxsize=65536)
+def _utf8_len(name: str) -> int:
+    return len(name.encode())
 
 
 @lru_cache(maxsize=None)
@@ -125,70 +131,54 @@ def _request_fixed(version: int, replica_id: int, rack_id: str) -> int:
 
 
 def request_frame_size(version: int, client_id: str | None, replica_id: int | None, rack_id: str | None,
-                       partitions, forgotten=()) -> int:
+                       keys, forgotten_keys=()) -> int:
     """Whole frame (size prefix, header with client id, body) of a Fetch request.
 
-    `partitions`: iterable of (topic key, topic name) per partition entry, in wire order; consecutive entries
-    with the same key share one topic entry. `forgotten`: the same for forgotten partitions.
+    `keys`: the topic key (topic_key()) of each partition entry, in wire order; consecutive entries with the
+    same key share one topic entry. `forgotten_keys`: the same for forgotten partitions.
     """
     vs = version_sizes(version)
     rid = -1 if replica_id is None else replica_id
     size = 4 + request_header_size(version, client_id) + _request_fixed(version, rid, rack_id or "")
-    topics, n = _topic_runs(vs, partitions, vs.req_topic)
-    size += topics + n * vs.req_partition
-    if version >= 7:
-        ftopics, fn = _topic_runs(vs, forgotten, vs.forgot_topic)
-        size += ftopics + fn * vs.forgot_partition
+    size += _topics(vs, keys, vs.req_topic, vs.req_partition)
+    if version >= 7 and forgotten_keys:
+        size += _topics(vs, forgotten_keys, vs.forgot_topic, vs.forgot_partition)
     return size
 
 
-def _topic_runs(vs: VersionSizes, entries, per_topic: int) -> tuple[int, int]:
-    """(bytes of topic entries incl. their length prefixes and the outer array's, number of entries)."""
+def _topics(vs: VersionSizes, keys, per_topic: int, per_partition: int) -> int:
+    """Topic entries (with their length prefixes and the outer array's) and partition entries."""
     total = 0
-    n = 0
     topics = 0
-    last = _NO_KEY
-    run = 0
-    flexible = vs.flexible
-    for key, name in entries:
-        n += 1
-        if key == last:
-            run += 1
-            continue
-        if run and flexible:
-            total += uvarint_size(run + 1) - 1
+    n = 0
+    flexible, name_size = vs.flexible, vs.name_size
+    for key, run in groupby(keys):
+        k = len(list(run))
+        n += k
         topics += 1
-        total += per_topic + vs.name_size(name)
-        last = key
-        run = 1
-    if run and flexible:
-        total += uvarint_size(run + 1) - 1
-    if flexible:
+        total += per_topic + name_size(key)
+        if flexible and k >= 127:
+            total += uvarint_size(k + 1) - 1
+    if flexible and topics >= 127:
         total += uvarint_size(topics + 1) - 1
-    return total, n
+    return total + n * per_partition
 
 
-_NO_KEY = object()
-
-
-def response_frame_size(version: int, partitions) -> int:
-    """Whole frame of a Fetch response. `partitions`: iterable of (topic key, topic name, records bytes,
-    aborted transactions count (-1 null), diverging epoch (-1 absent)) in wire order."""
+def response_frame_size(version: int, keys, records, aborted=(), diverging=()) -> int:
+    """Whole frame of a Fetch response, from columns: the topic key of each partition entry in wire order, the
+    records bytes of each, and the aborted-transaction counts (> 0 only) and diverging epochs (>= 0 only) that
+    are present (their order does not matter)."""
     vs = version_sizes(version)
-    size = 4 + vs.response_header + vs.resp_empty
-    extra = 0
-    keys = []
-    append = keys.append
-    for key, name, records, aborted, diverging in partitions:
-        append((key, name))
-        if records > 0:
-            extra += vs.records_size(records)
-        if aborted > 0:
-            extra += vs.aborted_size(aborted)
-        if diverging >= 0 and vs.diverging:
-            extra += vs.diverging
-    topics, n = _topic_runs(vs, keys, vs.resp_topic)
-    return size + topics + n * vs.resp_partition + extra
+    size = 4 + vs.response_header + vs.resp_empty + _topics(vs, keys, vs.resp_topic, vs.resp_partition)
+    size += sum(records)
+    if vs.flexible:
+        size += sum([uvarint_size(n + 1) - 1 for n in records if n >= 127])
+    for a in aborted:
+        if a > 0:
+            size += vs.aborted_size(a)
+    if vs.diverging:
+        size += vs.diverging * sum([1 for d in diverging if d >= 0])
+    return size
 
 
 def empty_request_frame(version: int, client_id: str | None, replica_id: int | None, rack_id: str | None) -> int:
@@ -201,5 +191,6 @@ def empty_response_frame(version: int) -> int:
 
 
 def topic_key(version: int, topic: str | None, topic_id) -> object:
-    """What makes two consecutive partition entries share a topic entry on the wire."""
+    """What makes two consecutive partition entries share a topic entry on the wire: the name before v13
+    (its length counts), the id from v13 (fixed size)."""
     return topic_id if version >= 13 else topic
