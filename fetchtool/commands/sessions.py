@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -13,6 +14,9 @@ from fetchtool.analysis.report_terminal import created_text, end_text, when
 from fetchtool.analysis.run import filtered
 from fetchtool.commands.analyze import load
 from fetchtool.sessions.errors import error_name
+
+
+KIND = {"full_create": "full, new", "incremental": "incr."}
 
 
 def main(
@@ -30,16 +34,20 @@ def main(
         return
     for s in analysis.sessions:
         t = Table(title=f"session {s.session_id} on {s.broker} — client {s.client_id or '?'}@{s.client} — "
-                        f"created {created_text(s)} — {end_text(s)}", title_justify="left")  # fmt: skip
-        for col in ("time (UTC)", "frames", "conn", "kind", "epoch", "sent", "added", "forgotten", "returned",
-                    "result"):  # fmt: skip
-            t.add_column(col)
+                        f"created {created_text(s)} — {end_text(s)}", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
+        day = when(s.steps[0].ts)[:10] if s.steps else ""
+        # Seven columns so a timeline fits an 80-column terminal; the date is said once, in the first header.
+        for col in (f"{day} UTC", "frames", "conn", "kind", "epoch", "partitions", "result"):
+            t.add_column(col, no_wrap=col != "result", overflow="fold")
+        t.caption = "partitions: sent in the request (+added, -forgotten), and -> returned in the response"
         for st in s.steps:
             result = "no response" if st.error_code is None else ("ok" if st.error_code == 0 else
                                                                    error_name(st.error_code))  # fmt: skip
-            t.add_row(when(st.ts), f"{st.request_frame}/{st.response_frame or '-'}", str(st.conn), st.kind,
-                      str(st.epoch), str(st.sent), str(st.added), str(st.forgotten),
-                      "-" if st.returned is None else str(st.returned), result)  # fmt: skip
+            back = "" if st.returned is None else f" -> {st.returned}"
+            t.add_row(when(st.ts)[11:], f"{st.request_frame}/{st.response_frame or '-'}", str(st.conn),
+                      KIND.get(st.kind, st.kind), str(st.epoch), f"{st.sent} (+{st.added} -{st.forgotten}){back}",
+                      result)
         if s.steps_dropped:
-            t.caption = f"{s.steps_dropped} later requests not kept"
+            t.caption += f"; {s.steps_dropped} later requests not kept"
         console.print(t)

@@ -49,7 +49,7 @@ def test_sessions_prints_the_timeline_epoch_by_epoch():
     r = runner.invoke(app, ["sessions", str(SCEN / "concurrent-fetch.pcap"), "--client", "racy-consumer"],
                       env={"COLUMNS": "200"})
     assert r.exit_code == 0
-    assert "INVALID_FETCH_SESSION_EPOCH" in r.stdout and "full_create" in r.stdout
+    assert "INVALID_FETCH_SESSION_EPOCH" in r.stdout and "full, new" in r.stdout
 
 
 def test_bad_input_is_one_line_and_nonzero(tmp_path):
