@@ -1,12 +1,15 @@
 """Exchanges as columnar tables: the `exchanges` and `partitions` tables that `decode --out` writes as Parquet.
 
-Rows are streamed: exchanges are buffered in small batches and each batch is written as one Parquet row group,
-so decoding a 1 GB capture never holds more than a batch of rows in memory.
+Rows are streamed: exchanges are buffered in small batches (bounded by exchanges and by partition entries) and
+each batch is written as one Parquet row group, so decoding a 1 GB capture never holds more than a batch of rows
+in memory. Frames are built column by column (one typed Series per field), not from row tuples: that is several
+times faster and needs no per-row dicts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import chain, repeat
 from pathlib import Path
 
 import polars as pl
@@ -73,9 +76,14 @@ PARTITION_SCHEMA: dict[str, pl.DataType] = {**_KEY_SCHEMA, **_REQUEST_SCHEMA, **
 
 
 def exchanges_frame(exchanges: list[Exchange]) -> pl.DataFrame:
+    if not exchanges:
+        return pl.DataFrame(schema=EXCHANGE_SCHEMA)
     rows = [ex.to_json_row() | {"conn": ex.conn, "client_software": ex.client_software, "rack_id": ex.rack_id}
             for ex in exchanges]
-    return pl.DataFrame(rows, schema=EXCHANGE_SCHEMA, orient="row") if rows else pl.DataFrame(schema=EXCHANGE_SCHEMA)
+    return pl.DataFrame([pl.Series(c, [r[c] for r in rows], dtype=t) for c, t in EXCHANGE_SCHEMA.items()])
+
+
+_KEY_FIELDS = ("file", "conn", "request_frame", "correlation_id", "api_key")
 
 
 def partitions_frame(exchanges: list[Exchange]) -> pl.DataFrame:
@@ -83,16 +91,21 @@ def partitions_frame(exchanges: list[Exchange]) -> pl.DataFrame:
     for entry, attr, schema in (("request", "request_partitions", _REQUEST_SCHEMA),
                                 ("forgotten", "forgotten_partitions", _FORGOTTEN_SCHEMA),
                                 ("response", "response_partitions", _RESPONSE_SCHEMA)):
-        keys, rows = [], []
+        owners, counts, rows = [], [], []
         for ex in exchanges:
             entries = getattr(ex, attr) or ()
             if entries:
+                owners.append(ex)
+                counts.append(len(entries))
                 rows.extend(entries)
-                keys.extend([(ex.file, ex.conn, ex.request_frame, ex.correlation_id, ex.api_key, entry)]
-                            * len(entries))
-        if rows:
-            key_df = pl.DataFrame(keys, schema=_KEY_SCHEMA, orient="row")
-            parts.append(pl.concat([key_df, pl.DataFrame(rows, schema=schema, orient="row")], how="horizontal"))
+        if not rows:
+            continue
+        n = len(rows)
+        cols = [pl.Series(k, list(chain.from_iterable(repeat(getattr(ex, k), c) for ex, c in zip(owners, counts))),
+                          dtype=_KEY_SCHEMA[k]) for k in _KEY_FIELDS]
+        cols.append(pl.Series("entry", [entry] * n, dtype=pl.Utf8))
+        cols.extend(pl.Series(f, values, dtype=t) for (f, t), values in zip(schema.items(), zip(*rows)))
+        parts.append(pl.DataFrame(cols))
     if not parts:
         return pl.DataFrame(schema=PARTITION_SCHEMA)
     return _conform(pl.concat(parts, how="diagonal"))
@@ -107,24 +120,29 @@ def _conform(df: pl.DataFrame) -> pl.DataFrame:
 class ParquetTables:
     """Streams exchanges into <out>/exchanges.parquet and <out>/partitions.parquet, one row group per batch."""
 
-    def __init__(self, out_dir: str | Path, batch_exchanges: int = 512) -> None:
+    def __init__(self, out_dir: str | Path, batch_exchanges: int = 512, batch_partitions: int = 65_536) -> None:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.batch_exchanges = batch_exchanges
+        self.batch_partitions = batch_partitions  # partition entries (all three kinds) per row group, about
         self._pending: list[Exchange] = []
+        self._pending_partitions = 0
         self._writers: dict[str, pq.ParquetWriter] = {}
         self.exchanges_written = 0
         self.partitions_written = 0
 
     def add(self, exchange: Exchange) -> None:
         self._pending.append(exchange)
-        if len(self._pending) >= self.batch_exchanges:
+        self._pending_partitions += (len(exchange.request_partitions) + len(exchange.forgotten_partitions)
+                                     + len(exchange.response_partitions or ()))
+        if len(self._pending) >= self.batch_exchanges or self._pending_partitions >= self.batch_partitions:
             self.flush()
 
     def flush(self) -> None:
         if not self._pending:
             return
         batch, self._pending = self._pending, []
+        self._pending_partitions = 0
         ex_df, part_df = exchanges_frame(batch), partitions_frame(batch)
         self._write("exchanges", ex_df)
         self._write("partitions", part_df)
