@@ -288,13 +288,19 @@ class StreamModel:
             aborted = [r.aborted_transactions for r in captured if r.aborted_transactions > 0]
             diverging = [r.diverging_epoch for r in captured if r.diverging_epoch >= 0]
             reenc_resp = size.response_frame_size(version, _keys(version, captured), recs, aborted, diverging)
-            # Full: the captured partitions in captured order, then every other wanted one, unchanged.
-            extra = [tips[tp] for tp in order if tips[tp] not in rows] if len(rows) != len(order) else ()
-            if extra or version != veq or len(rows) != len(captured):
-                keys = _keys(veq, rows.values()) + [str(t.topic_id) if ids else t.topic for t in extra]
-                full_resp = size.response_frame_size(veq, keys, [r.records_bytes for r in rows.values()],
-                                                     [r.aborted_transactions for r in rows.values()],
-                                                     [r.diverging_epoch for r in rows.values()])
+            # Full: every wanted partition in request order (a full response follows the request), the ones
+            # the captured response lacks as unchanged entries; then any it had beyond them.
+            in_order = [tips[tp] for tp in order]
+            if version != veq or len(rows) != len(captured) or list(rows) != in_order:
+                full_rows = [rows.get(t) for t in in_order]
+                seen = set(in_order)
+                full_rows += [r for t, r in rows.items() if t not in seen]
+                keys = [t.topic_id if ids else t.topic for t in in_order] + [
+                    t.topic_id if ids else t.topic for t in rows if t not in seen]
+                present = [r for r in full_rows if r is not None]
+                full_resp = size.response_frame_size(veq, keys, [r.records_bytes for r in present],
+                                                     [r.aborted_transactions for r in present],
+                                                     [r.diverging_epoch for r in present])
             else:
                 full_resp = reenc_resp
             keys, irecs, iab, idiv = [], [], [], []
