@@ -16,8 +16,6 @@ from functools import cache
 from importlib import import_module
 from typing import Mapping
 
-from kafka.protocol.consumer.fetch import FetchRequest as KpFetchRequest
-from kafka.protocol.consumer.fetch import FetchResponse as KpFetchResponse
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32Timedelta
@@ -147,7 +145,12 @@ def _kio_write(api_key: int, version: int, kind: str, value) -> bytes:
     return buf.getvalue()
 
 
-def _kp_decode(cls, version: int, body):
+def _kp_decode(kind: str, version: int, body):
+    # kafka-python is imported on first use: importing it costs ~0.2 s of every CLI start, and modern captures
+    # (Fetch v4+) never need it.
+    from kafka.protocol.consumer import fetch
+
+    cls = fetch.FetchRequest if kind == "request" else fetch.FetchResponse
     try:
         value = cls.decode(body, version=version)
     except Exception as exc:
@@ -175,17 +178,16 @@ def decodes_response(api_key: int, version: int) -> bool:
 def decode_request(api_key: int, version: int, body, topic_names: Mapping[str, str] | None = None):
     """FetchRequestBody for Fetch/FetchSnapshot, ClientSoftware for ApiVersions v3+; else UnsupportedApi."""
     if api_key == FETCH:
+        if version >= 4:
+            from ._fetch_kio import request_from_kio
+
+            try:
+                return request_from_kio(_kio_read(FETCH, version, "request", body), version, topic_names)
+            except CodecError:
+                pass  # a second opinion before giving up: kio rejects values outside its enums and ranges
         from ._fetch_legacy import request_from_kp
 
-        if version < 4:
-            return request_from_kp(_kp_decode(KpFetchRequest, version, body), version, topic_names)
-        from ._fetch_kio import request_from_kio
-
-        try:
-            return request_from_kio(_kio_read(FETCH, version, "request", body), version, topic_names)
-        except CodecError:
-            # a second opinion before giving up: kio rejects values outside its enums and ranges
-            return request_from_kp(_kp_decode(KpFetchRequest, version, body), version, topic_names)
+        return request_from_kp(_kp_decode("request", version, body), version, topic_names)
     if api_key == FETCH_SNAPSHOT:
         from ._fetch_kio import snapshot_request_from_kio
 
@@ -205,20 +207,18 @@ def decode_response(
 ):
     """FetchResponseBody for Fetch/FetchSnapshot, TopicNames for Metadata v10+; else UnsupportedApi."""
     if api_key == FETCH:
+        if version >= 4:
+            from ._fetch_kio import response_from_kio
+
+            try:
+                v = _kio_read(FETCH, version, "response", body)
+            except CodecError:
+                pass  # e.g. an error code newer than kio's enum: kafka-python keeps plain ints
+            else:
+                return response_from_kio(v, version, topic_names, keep_records)
         from ._fetch_legacy import response_from_kp
 
-        if version < 4:
-            return response_from_kp(_kp_decode(KpFetchResponse, version, body), version, keep_records, topic_names)
-        from ._fetch_kio import response_from_kio
-
-        try:
-            v = _kio_read(FETCH, version, "response", body)
-        except CodecError:
-            # e.g. an error code newer than kio's enum: kafka-python keeps plain ints
-            v = None
-        if v is None:
-            return response_from_kp(_kp_decode(KpFetchResponse, version, body), version, keep_records, topic_names)
-        return response_from_kio(v, version, topic_names, keep_records)
+        return response_from_kp(_kp_decode("response", version, body), version, keep_records, topic_names)
     if api_key == FETCH_SNAPSHOT:
         from ._fetch_kio import snapshot_response_from_kio
 
