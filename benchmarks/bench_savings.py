@@ -1,0 +1,87 @@
+"""Savings estimate: speed on a big capture, and accuracy against `fetchtool broker` with sessions.
+
+    python benchmarks/bench_savings.py [CAPTURE]    # default: /tmp/bench_savings.pcapng (made if missing, ~100 MB)
+
+Prints: decode time, estimator CPU time per partition row, analyze MB/s with and without the savings tap, and
+for a sessionless workload run against the embedded broker (300 and 3,000 partitions) the estimated incremental
+bytes vs the bytes a session-using run of the same workload really sent and received.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "savings"))
+
+
+def speed(path: str) -> None:
+    from fetchtool.analysis import run
+    from fetchtool.analysis.savings import SavingsEstimator
+    from fetchtool.decoder import decode_capture
+
+    mb = os.path.getsize(path) / 1e6
+    t = time.process_time()
+    exchanges = [e for e in decode_capture([path]) if hasattr(e, "api_key")]
+    decode_s = time.process_time() - t
+    rows = sum(len(e.request_partitions) + len(e.response_partitions or ()) for e in exchanges)
+    best = float("inf")
+    for _ in range(3):
+        est = SavingsEstimator()
+        t = time.process_time()
+        for e in exchanges:
+            est.feed(e)
+        best = min(best, time.process_time() - t)
+    print(f"{path}: {mb:.1f} MB, {len(exchanges):,} exchanges, {rows:,} partition rows")
+    print(f"  decode {decode_s:.2f} s CPU; savings estimator {best:.3f} s CPU = {best / max(rows, 1) * 1e6:.2f} us/row")
+    orig = run._SavingsTap.__init__
+    for label in ("without savings", "with savings"):
+        if label == "without savings":
+            run._SavingsTap.__init__ = lambda self: setattr(self, "estimator", None)
+        wall = []
+        for _ in range(2):
+            t = time.perf_counter()
+            run.analyze_capture([path])
+            wall.append(time.perf_counter() - t)
+        run._SavingsTap.__init__ = orig
+        print(f"  analyze {label}: {min(wall):.2f} s wall, {mb / min(wall):.0f} MB/s")
+
+
+def accuracy() -> None:
+    from broker_workload import run as run_workload
+    from broker_workload import schedule
+
+    from fetchtool.analysis.savings import estimate
+    from fetchtool.decoder import decode_capture
+
+    for partitions, changes in ((300, 5), (3000, 20)):
+        plan = schedule(rounds=30, partitions=partitions, changes_per_round=changes)
+        with tempfile.TemporaryDirectory() as d:
+            pcap = Path(d) / "plain.pcap"
+            plain = run_workload("orders", partitions, plan, sessions=False, pcap_path=pcap)
+            sess = run_workload("orders", partitions, plan, sessions=True)
+            tot = estimate(decode_capture([pcap])).to_json()["total"]
+        est = tot["incremental_request_bytes"] + tot["incremental_response_bytes"]
+        real = sess["request_bytes"] + sess["response_bytes"]
+        print(f"  {partitions} partitions, {changes} changes/fetch, 30 fetches: sessionless {tot['actual_bytes']:,} B;"
+              f" estimated with sessions {est:,} B; measured with sessions {real:,} B "
+              f"({(est - real) / real * 100:+.2f}%)")
+
+
+def main() -> None:
+    path = sys.argv[1] if len(sys.argv) > 1 else "/tmp/bench_savings.pcapng"
+    if not os.path.exists(path):
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_bench_capture.py"), path], check=True,
+                       stdout=subprocess.DEVNULL)
+    speed(path)
+    print("accuracy against fetchtool broker (embedded, loopback):")
+    accuracy()
+
+
+if __name__ == "__main__":
+    main()
