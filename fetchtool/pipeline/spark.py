@@ -1,0 +1,274 @@
+"""The Spark engine: decode and analyse many capture files across executors (PySpark, optional extra).
+
+    from fetchtool.pipeline.spark import analyze_spark, decode_spark
+    analysis = analyze_spark(["day/broker-*.pcap*"], master="spark://head:7077")   # same Analysis as polars
+    report = decode_spark(["day/"], "out/")   # out/exchanges.parquet/, out/partitions.parquet/ (Spark datasets)
+
+Stages (fetchtool.pipeline.spark_stages, spark_merge): count packets per file -> TCP segments per file, shuffled
+by flow -> per flow, in frame order across rotated files: TcpReassembler + decode_events -> run-wide connection
+ids and topic names -> per broker, in request order: tracker + findings + savings -> merged on the driver.
+The cores are the polars engine's; only the grouping is Spark's. Frames count on across the files in natural
+name order (as `mergecap -a` would number them); for one file they are Wireshark's.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from pathlib import Path
+
+from fetchtool.capture.reader import CaptureError
+from fetchtool.protocol.report import DecodeReport
+
+from . import spark_stages as st
+
+INSTALL_HINT = "the Spark engine needs PySpark and Java 17+: pip install 'fetchtool[spark]'"
+
+
+class SparkUnavailable(RuntimeError):
+    """PySpark (or Java) is missing: the message is one line saying what to install."""
+
+
+def spark_session(master: str | None = None):
+    """The active SparkSession, or a new one on `master` (default local[*])."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkUnavailable(INSTALL_HINT) from None
+    active = SparkSession.getActiveSession()
+    if active is not None and (master is None or active.sparkContext.master == master):
+        return active
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this interpreter's fetchtool
+    builder = (SparkSession.builder.appName("fetchtool").master(master or "local[*]")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false"))
+    if (master or "local").startswith("local"):
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - e.g. no Java: one line, not a JVM stack trace
+        text = str(exc).strip().splitlines()
+        raise SparkUnavailable(f"could not start Spark ({text[0] if text else type(exc).__name__}); "
+                               f"{INSTALL_HINT}") from None
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def expand_paths(paths, spark=None) -> list[str]:
+    """Files, directories and globs -> capture files in natural name order. URIs (hdfs://, s3a://, ...) are
+    listed through the Spark installation's Hadoop filesystems."""
+    out: list[str] = []
+    for p in map(str, paths):
+        if "://" in p and not p.startswith("file://"):
+            out.extend(_hadoop_list(p, spark))
+            continue
+        p = p.removeprefix("file://")
+        if os.path.isdir(p):
+            out.extend(str(f) for f in Path(p).rglob("*") if f.is_file() and not f.name.startswith("."))
+        elif glob.has_magic(p):
+            out.extend(f for f in glob.glob(p) if os.path.isfile(f))
+        else:
+            out.append(p)  # a missing file is reported like the polars engine does (unreadable_file)
+    seen = dict.fromkeys(out)
+    return sorted(seen, key=st.natural_key)
+
+
+def _hadoop_list(uri: str, spark) -> list[str]:
+    spark = spark or spark_session()
+    jvm, conf = spark._jvm, spark._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    fs = path.getFileSystem(conf)
+    statuses = fs.globStatus(path) or []
+    files = []
+    for s in statuses:
+        if s.isDirectory():
+            it = fs.listFiles(s.getPath(), True)
+            while it.hasNext():
+                files.append(it.next().getPath().toString())
+        else:
+            files.append(s.getPath().toString())
+    return files
+
+
+def _sources(sc, files: list[str]):
+    """RDD of (file index, path, bytes or None): local files are read by the executors from their path."""
+    remote = [i for i, f in enumerate(files) if "://" in f]
+    local = [(i, f, None) for i, f in enumerate(files) if "://" not in f]
+    rdd = sc.parallelize(local, max(1, len(local))) if local else None
+    if remote:
+        index = {files[i]: i for i in remote}
+        by_name = {os.path.basename(files[i]): i for i in remote}
+        blobs = sc.binaryFiles(",".join(files[i] for i in remote), len(remote)).map(
+            lambda pd: (index.get(pd[0], by_name.get(os.path.basename(pd[0]))), pd[0], bytes(pd[1])))
+        rdd = blobs if rdd is None else rdd.union(blobs)
+    return rdd
+
+
+class _Decoded:
+    """Stages 0-2 and the run-wide numbering: `items` is an RDD of (broker, sort key, item)."""
+
+    def __init__(self, spark, paths, ports):
+        from pyspark import StorageLevel
+        from pyspark.rdd import portable_hash
+
+        sc = spark.sparkContext
+        files = expand_paths(paths, spark)
+        if not files:
+            raise CaptureError("no capture files found in " + ", ".join(map(str, paths)))
+        src = _sources(sc, files)
+        if any("://" in f for f in files):
+            src = src.persist(StorageLevel.MEMORY_AND_DISK)
+        # Stage 0: packet counts -> each file's frame offset in the set.
+        counts = sorted(src.map(lambda r: st.count_packets(*r)).collect())
+        offsets, total, end_ts, errors = {}, 0, 0.0, []
+        for idx, packets, last_ts, error in counts:
+            offsets[idx] = total
+            total += packets
+            if last_ts is not None:
+                end_ts = max(end_ts, last_ts)
+            if error:
+                errors.append((idx, error, packets))
+        names = [os.path.basename(f.rstrip("/")) for f in files]
+        self.label = label = st.set_label(names)
+        ports = None if ports is None else frozenset(int(p) for p in ports)
+        n = max(2, sc.defaultParallelism * 2)
+
+        # Stage 1 (per file) and 2 (per flow, in frame order across files).
+        def flow_key(kv):
+            key, row = kv
+            return (key, row[0]), row
+
+        segments = src.flatMap(lambda r: st.file_segments(r[0], r[1], offsets[r[0]], r[2])).map(flow_key)
+        ordered = segments.repartitionAndSortWithinPartitions(n, partitionFunc=lambda k: portable_hash(k[0]))
+        decoded = ordered.mapPartitions(lambda rows: st.decode_flows(rows, label, ports, total, end_ts))
+        decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
+        small = decoded.filter(lambda r: r[0] != "item").collect()
+        self.report = _report(names, small, errors)
+        self.report.label = label
+        self.last_ts = max((r[2] for r in small if r[0] == "report" and r[2] is not None), default=None)
+        if len(errors) == len(files):
+            msgs = [e for _i, e, _n in errors]
+            if not any(n for _i, _e, n in errors):
+                raise CaptureError(msgs[0] if len(msgs) == 1 else f"{msgs[0]} (and {len(msgs) - 1} more)")
+        conn_ids = {(flow, local): gid for gid, (_f, flow, local) in
+                    enumerate(sorted((r[1], r[2], r[3]) for r in small if r[0] == "conn"), 1)}
+        known: dict[str, dict[str, tuple[str, int]]] = {}
+        for _t, broker, topic_id, name, frame in (r for r in small if r[0] == "name"):
+            b = known.setdefault(broker, {})
+            if topic_id not in b or frame < b[topic_id][1]:
+                b[topic_id] = (name, frame)
+        cb, kb = sc.broadcast(conn_ids), sc.broadcast(known)
+        self.items = decoded.filter(lambda r: r[0] == "item").map(
+            lambda r: st.finish_item(r, cb.value, kb.value))
+        self.partitions = n
+        self._persisted = [decoded, src]
+
+    def release(self) -> None:
+        for rdd in self._persisted:
+            rdd.unpersist()
+
+
+def _report(names: list[str], small: list, errors: list) -> DecodeReport:
+    """One DecodeReport from the per-file capture statistics and the per-partition protocol counters."""
+    rep = DecodeReport(files=list(names))
+    for _idx, msg, _n in errors:
+        rep.warn("unreadable_file", msg)
+    for _t, _idx, packets, nbytes, warnings in sorted(r for r in small if r[0] == "stats"):
+        rep.packets += packets
+        rep.bytes += nbytes
+        for text, k in warnings.items():
+            rep.warnings[text] += k
+            rep.warning_examples.setdefault(text, [text])
+    for _t, part, _last in (r for r in small if r[0] == "report"):
+        for name in ("connections", "kafka_connections", "exchanges", "responses_missing", "orphan_responses",
+                     "gaps", "lost_bytes", "skipped_bytes"):
+            setattr(rep, name, getattr(rep, name) + getattr(part, name))
+        rep.requests.update(part.requests)
+        for code, k in part.warnings.items():
+            rep.warnings[code] += k
+            ex = rep.warning_examples.setdefault(code, [])
+            ex.extend(part.warning_examples.get(code, [])[: max(0, 3 - len(ex))])
+        rep.client_software.update(part.client_software)
+        rep.topic_names.update(part.topic_names)
+    return rep
+
+
+def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: int | None = None,
+                  cache_shards: int | None = None, spark=None):
+    """Decode and analyse captures on Spark -> fetchtool.analysis.model.Analysis (as analyze_capture)."""
+    from pyspark.rdd import portable_hash
+
+    from .spark_merge import analyze_broker, merge
+
+    spark = spark or spark_session(master)
+    d = _Decoded(spark, paths, ports)
+    last_ts = d.last_ts
+
+    def per_broker(rows):
+        broker, group = None, []
+        for (b, key), it in rows:
+            if b != broker:
+                if group:
+                    yield analyze_broker(broker, group, last_ts, cache_slots, cache_shards)
+                broker, group = b, []
+            group.append((key, it))
+        if group:
+            yield analyze_broker(broker, group, last_ts, cache_slots, cache_shards)
+
+    keyed = d.items.map(lambda bki: ((bki[0], bki[1]), bki[2]))
+    parts = (keyed.repartitionAndSortWithinPartitions(d.partitions, partitionFunc=lambda k: portable_hash(k[0]))
+             .mapPartitions(per_broker).collect())
+    d.release()
+    return merge(parts, d.report, cache_slots, cache_shards)
+
+
+def decode_spark(paths, out_dir: str, *, master: str | None = None, ports=None, spark=None) -> DecodeReport:
+    """Write <out_dir>/exchanges.parquet and <out_dir>/partitions.parquet (Spark Parquet datasets: directories)."""
+    from fetchtool.exchange import Exchange
+
+    from .tables import EXCHANGE_SCHEMA, PARTITION_SCHEMA
+
+    spark = spark or spark_session(master)
+    d = _Decoded(spark, paths, ports)
+    exchanges = d.items.map(lambda bki: bki[2]).filter(lambda it: isinstance(it, Exchange))
+    ex_cols, part_cols = list(EXCHANGE_SCHEMA), list(PARTITION_SCHEMA)
+    ex_rows = exchanges.map(lambda ex: _exchange_row(ex, ex_cols))
+    part_rows = exchanges.flatMap(lambda ex: _partition_rows(ex, part_cols))
+    out = str(out_dir).rstrip("/")
+    for name, rows, schema, order in (
+            ("exchanges", ex_rows, EXCHANGE_SCHEMA, ["request_frame", "conn", "correlation_id"]),
+            ("partitions", part_rows, PARTITION_SCHEMA, ["request_frame", "conn", "correlation_id"])):
+        df = spark.createDataFrame(rows, _spark_schema(schema)).orderBy(*order)
+        df.write.mode("overwrite").parquet(f"{out}/{name}.parquet")
+    rep = d.report
+    rep.exchanges_written = spark.read.parquet(f"{out}/exchanges.parquet").count()
+    rep.partitions_written = spark.read.parquet(f"{out}/partitions.parquet").count()
+    d.release()
+    return rep
+
+
+def _exchange_row(ex, cols: list[str]) -> tuple:
+    row = ex.to_json_row() | {"conn": ex.conn, "client_software": ex.client_software, "rack_id": ex.rack_id}
+    return tuple(row.get(c) for c in cols)
+
+
+def _partition_rows(ex, cols: list[str]):
+    key = {"file": ex.file, "conn": ex.conn, "request_frame": ex.request_frame,
+           "correlation_id": ex.correlation_id, "api_key": ex.api_key}
+    for entry, parts in (("request", ex.request_partitions), ("forgotten", ex.forgotten_partitions),
+                         ("response", ex.response_partitions or ())):
+        for p in parts:
+            row = key | {"entry": entry} | p._asdict()
+            yield tuple(row.get(c) for c in cols)
+
+
+def _spark_schema(schema: dict):
+    import polars as pl
+    from pyspark.sql import types as T
+
+    kinds = {pl.Utf8: T.StringType(), pl.Int64: T.LongType(), pl.Int32: T.IntegerType(), pl.Int16: T.ShortType(),
+             pl.Int8: T.ByteType(), pl.Float64: T.DoubleType()}
+    return T.StructType([T.StructField(c, kinds[t], True) for c, t in schema.items()])
+
+
+__all__ = ["analyze_spark", "decode_spark", "spark_session", "expand_paths", "SparkUnavailable"]

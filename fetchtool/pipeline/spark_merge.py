@@ -1,0 +1,239 @@
+"""Stage 3 of the Spark engine (per broker, on executors) and the driver-side merge into one Analysis.
+
+`analyze_broker` runs the analysis cores (SessionTracker, FindingsEngine, SavingsEstimator) over one broker's
+items in request order, exactly as fetchtool.analysis.run.analyze_items does over everything; it also notes the
+run-wide position (the request-order sort key) at which each client, address, session and software string was
+first seen, so `merge` can give lists the order one sequential pass would have given them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import islice
+
+from fetchtool.analysis.findings import FindingsEngine
+from fetchtool.analysis.model import Analysis, CaptureSummary, ClientSummary
+from fetchtool.analysis.run import _SavingsTap, _Totals
+from fetchtool.analysis.tracker import SessionTracker, host_of
+from fetchtool.exchange import Exchange
+
+
+@dataclass
+class _Client:
+    client_id: str | None
+    host: str
+    addresses: dict = field(default_factory=dict)  # value -> first sort key
+    brokers: dict = field(default_factory=dict)
+    software: dict = field(default_factory=dict)
+    sessions: dict = field(default_factory=dict)
+    kinds: dict = field(default_factory=dict)
+    versions: Counter = field(default_factory=Counter)
+    kind_counts: Counter = field(default_factory=Counter)
+    errors: Counter = field(default_factory=Counter)
+    exchanges: int = 0
+    nsessions: int = 0
+
+
+@dataclass
+class BrokerPart:
+    """What one broker's group produced."""
+
+    broker: str
+    totals: _Totals
+    summaries: list
+    sessions: list  # (first sort key, SessionLife)
+    clients: dict  # (host, client id) -> _Client
+    findings: list  # (index, Finding)
+    savings: object  # SavingsEstimator or None
+    first_key: tuple = ()
+
+
+def _note(d: dict, value, key) -> None:
+    if value not in d:
+        d[value] = key
+
+
+def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, cache_shards=None) -> BrokerPart:
+    """items: (sort key, Exchange | OrphanResponse) of one broker, in request order."""
+    tracker = SessionTracker()
+    engine = FindingsEngine(cache_slots, cache_shards)
+    engine.last_ts = last_ts  # RESPONSE_MISSING compares with the end of the whole capture, not of this broker
+    totals = _Totals()
+    savings = _SavingsTap()
+    first_seen: dict[int, tuple] = {}  # id(TrackedSession) -> sort key
+    notes: dict[tuple, _Client] = {}
+    first_key = None
+    for key, it in items:
+        if first_key is None:
+            first_key = key
+        if not isinstance(it, Exchange):
+            engine.request_missing(getattr(it, "file", ""), it.frame, it.ts, it.client, it.broker)
+            continue
+        totals.add(it)
+        n_sessions = len(tracker.sessions)
+        engine.observe(tracker.feed(it))
+        savings.feed(it)
+        for s in tracker.sessions[n_sessions:]:
+            first_seen[id(s)] = key
+        ckey = (host_of(it.client), it.client_id)
+        c = notes.get(ckey)
+        if c is None:
+            c = notes[ckey] = _Client(it.client_id, ckey[0])
+        _note(c.addresses, it.client, key)
+        _note(c.brokers, it.broker, key)
+        if it.client_software:
+            _note(c.software, it.client_software, key)
+        tc = tracker.clients[ckey]
+        if len(tc.sessions) > c.nsessions:  # new sessions are appended: look at the new ones only
+            for skey in islice(tc.sessions, c.nsessions, None):
+                _note(c.sessions, skey, key)
+            c.nsessions = len(tc.sessions)
+    findings = engine.finish(tracker)
+    for ckey, tc in tracker.clients.items():
+        c = notes[ckey]
+        c.versions.update(tc.versions)
+        c.kind_counts.update(tc.kinds)
+        for k in tc.kinds:
+            _note(c.kinds, k, first_key)
+        c.errors.update(tc.errors)
+        c.exchanges = tc.exchanges
+    sessions = [(first_seen[id(s)], s.life()) for s in tracker.sessions]
+    est = savings.estimator
+    if est is not None:  # per-stream models are not needed any more: do not ship them to the driver
+        est.streams, est._by_session = {}, {}
+    return BrokerPart(broker, totals, tracker.broker_summaries(), sessions, notes, list(enumerate(findings)),
+                      savings.estimator, first_key or ())
+
+
+def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards=None) -> Analysis:
+    """The per-broker parts -> one Analysis, as analyze_items would have produced in one sequential pass."""
+    parts = sorted(parts, key=lambda p: p.first_key)
+    totals = _Totals()
+    for p in parts:
+        t = p.totals
+        totals.exchanges += t.exchanges
+        totals.fetch += t.fetch
+        totals.snapshot += t.snapshot
+        totals.request_bytes += t.request_bytes
+        totals.response_bytes += t.response_bytes
+        totals.records += t.records
+        for ts in (t.first_ts, t.last_ts):
+            if ts is not None:
+                totals.first_ts = ts if totals.first_ts is None else min(totals.first_ts, ts)
+                totals.last_ts = ts if totals.last_ts is None else max(totals.last_ts, ts)
+    files = [decode_report.label] if totals.exchanges and getattr(decode_report, "label", None) else []
+    decode = {}
+    findings = []
+    for rank, p in enumerate(parts):
+        findings.extend(((f.sort_key, rank, i), f) for i, f in p.findings)
+    if decode_report is not None:
+        decode = decode_report.to_dict()
+        if decode_report.gaps:
+            gap = FindingsEngine(cache_slots, cache_shards)
+            gap.capture_gap(", ".join(decode_report.files), None, None, None, None, decode_report.lost_bytes,
+                            gaps=decode_report.gaps)
+            findings.extend(((f.sort_key, len(parts), i), f) for i, f in enumerate(gap.finish(SessionTracker())))
+    capture = CaptureSummary(
+        files=tuple(files), exchanges=totals.exchanges, fetch_exchanges=totals.fetch,
+        snapshot_exchanges=totals.snapshot, first_ts=totals.first_ts, last_ts=totals.last_ts,
+        request_bytes=totals.request_bytes, response_bytes=totals.response_bytes, records_bytes=totals.records,
+        decode=decode,
+    )  # fmt: skip
+    sessions = sorted((s for p in parts for s in p.sessions), key=lambda ks: ks[0])
+    return Analysis(
+        capture=capture,
+        brokers=tuple(sorted((b for p in parts for b in p.summaries), key=lambda b: b.broker)),
+        clients=tuple(sorted(_merge_clients(parts), key=lambda c: (c.host, c.client_id or ""))),
+        sessions=tuple(s for _k, s in sessions),
+        findings=tuple(f for _k, f in sorted(findings, key=lambda kf: kf[0])),
+        savings=_merge_savings([p.savings for p in parts]),
+    )
+
+
+def _ordered(dicts) -> tuple:
+    first: dict = {}
+    for d in dicts:
+        for v, k in d.items():
+            if v not in first or k < first[v]:
+                first[v] = k
+    return tuple(v for v, _k in sorted(first.items(), key=lambda vk: vk[1]))
+
+
+def _merge_clients(parts: list[BrokerPart]) -> list[ClientSummary]:
+    groups: dict[tuple, list[_Client]] = {}
+    for p in parts:
+        for ckey, c in p.clients.items():
+            groups.setdefault(ckey, []).append(c)
+    out = []
+    for (host, client_id), cs in groups.items():
+        versions, kinds, errors = Counter(), Counter(), Counter()
+        for c in cs:
+            versions.update(c.versions)
+            kinds.update(c.kind_counts)
+            errors.update(c.errors)
+        out.append(ClientSummary(
+            client_id=client_id, host=host, addresses=_ordered(c.addresses for c in cs),
+            brokers=_ordered(c.brokers for c in cs), software=_ordered(c.software for c in cs),
+            fetch_versions={f"v{v}": n for v, n in sorted(versions.items())},
+            request_kinds={k: kinds[k] for k in _ordered(c.kinds for c in cs)},
+            exchanges=sum(c.exchanges for c in cs), sessions=_ordered(c.sessions for c in cs),
+            errors={str(k): v for k, v in sorted(errors.items())},
+        ))  # fmt: skip
+    return out
+
+
+def _merge_savings(estimators: list) -> dict:
+    """Savings state is per (client, broker) stream, so per-broker estimators add up to the one-pass estimate.
+
+    The estimator has no merge method; its accumulated state is merged field by field, by kind: tallies and
+    counts add up, [first, last] spans and first/last timestamps widen. Per-stream models are not merged
+    (they are per broker already and not needed for the result).
+    """
+    estimators = [e for e in estimators if e is not None]
+    if not estimators:
+        return {}
+    try:
+        merged = type(estimators[0])()
+        for e in estimators:
+            for name, value in vars(e).items():
+                if name in ("streams", "_by_session"):
+                    continue
+                setattr(merged, name, _merge_value(name, getattr(merged, name), value))
+        out = merged.result()
+        return out.to_json() if hasattr(out, "to_json") else dict(out)
+    except Exception:  # noqa: BLE001 - as _SavingsTap: a broken optional module must not break the analysis
+        return {}
+
+
+def _merge_value(name: str, a, b):
+    if b is None:
+        return a
+    if a is None:
+        return b
+    if hasattr(type(b), "__slots__") and not isinstance(b, (int, float, list, dict, tuple)):
+        _add_tally(a, b)
+        return a
+    if isinstance(b, dict):
+        for k, v in b.items():
+            a[k] = _merge_value(name, a.get(k), v)
+        return a
+    if isinstance(b, list) and len(b) == 2 and len(a) == 2:  # a [first, last] span
+        return [min(a[0], b[0]), max(a[1], b[1])]
+    if isinstance(b, (int, float)) and not isinstance(b, bool):
+        if name.startswith("first"):
+            return min(a, b)
+        if name.startswith("last"):
+            return max(a, b)
+        return a + b
+    return a
+
+
+def _add_tally(into, t) -> None:
+    for name in type(t).__slots__:
+        a, b = getattr(into, name), getattr(t, name)
+        if isinstance(b, dict):
+            for k, v in b.items():
+                a[k] = a.get(k, 0) + v
+        else:
+            setattr(into, name, a + b)

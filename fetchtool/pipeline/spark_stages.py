@@ -1,0 +1,249 @@
+"""The Spark engine's executor-side stages: plain Python functions over plain tuples (no pyspark import here).
+
+Stage 0 (per file): count packets, so every file gets its frame offset in the ordered set of files.
+Stage 1 (per file): TCP segments out of the file, keyed by flow (the unordered 4-tuple), with the global frame.
+Stage 2 (per flow, across files): the flow's segments in frame order -> TcpReassembler -> decode_events (the
+         same sans-IO cores the polars engine runs) -> Exchange / OrphanResponse items, plus the small facts the
+         driver needs to make run-wide numbering agree with one sequential decode: where each connection's
+         first event is (connection ids), which Metadata named which topic ids when (topic names), counters.
+Stage 3 (per broker): the broker's items in request order -> SessionTracker + FindingsEngine + SavingsEstimator.
+         Sessions are broker-scoped (Kafka's cache lives in one broker), so a broker is the natural group;
+         clients, savings and findings are merged on the driver (fetchtool.pipeline.spark_merge).
+
+Frames: the files of one run are one capture cut in pieces (tcpdump -C / -G), ordered by name (natural sort:
+cap.pcap2 before cap.pcap10). Frame numbers count on across files, exactly as `mergecap -a` of the files in
+that order would number them, so a flow that continues in the next file is one stream and a single file's
+frames are Wireshark's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections import Counter
+
+from fetchtool.capture.events import ConnectionClosed, Endpoint, Segment
+from fetchtool.capture.packets import CaptureStats, iter_segments
+from fetchtool.capture.reader import CaptureError, read_records
+from fetchtool.exchange import Exchange
+from fetchtool.protocol.connection import OrphanResponse
+from fetchtool.protocol.report import DecodeReport
+
+STATS_KEY = ("~stats",)  # the key of per-file capture statistics travelling with the segments
+
+
+def natural_key(path: str) -> list:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
+
+
+def set_label(names: list[str]) -> str:
+    """The `file` of every row: the file itself, or the first file of a rotated set and how many follow."""
+    if not names:
+        return ""
+    return names[0] if len(names) == 1 else f"{names[0]}+{len(names) - 1}"
+
+
+class _LocalCopy:
+    """A local path for a capture: the path itself, or a temporary copy of a remote file's bytes."""
+
+    def __init__(self, path: str, data: bytes | None):
+        self.path, self.data, self.tmp = path, data, None
+
+    def __enter__(self) -> str:
+        if self.data is None:
+            return self.path
+        fd, self.tmp = tempfile.mkstemp(suffix="-" + os.path.basename(self.path))
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(self.data)
+        return self.tmp
+
+    def __exit__(self, *exc) -> None:
+        if self.tmp:
+            os.unlink(self.tmp)
+
+
+# -- stage 0 ----------------------------------------------------------------------------------------------------
+def count_packets(idx: int, path: str, data: bytes | None = None) -> tuple:
+    """(index, packets, last ts, error or None): the frame offsets of the set come from these counts."""
+    packets, last_ts, error = 0, None, None
+    copy = _LocalCopy(path, data)
+    try:
+        with copy as local:
+            for _frame, ts, *_rest in read_records(local, Counter()):
+                packets += 1
+                last_ts = ts
+    except CaptureError as exc:
+        error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    except OSError as exc:
+        error = f"{path}: {exc.strerror or exc}"
+    if error and copy.tmp:
+        error = error.replace(copy.tmp, path)
+    return idx, packets, last_ts, error
+
+
+# -- stage 1 ----------------------------------------------------------------------------------------------------
+def file_segments(idx: int, path: str, offset: int, data: bytes | None = None):
+    """Yield (flow key, segment row) for every TCP segment of one file, then (STATS_KEY, stats row)."""
+    stats = CaptureStats()
+    try:
+        with _LocalCopy(path, data) as local:
+            for s in iter_segments(local, stats):
+                a, b = s.src, s.dst
+                key = (a.ip, a.port, b.ip, b.port) if (a.ip, a.port) <= (b.ip, b.port) else (b.ip, b.port, a.ip, a.port)
+                yield key, (offset + s.frame, s.ts, a.ip, a.port, b.ip, b.port, s.seq, s.flags, s.payload, s.ack,
+                            s.truncated)
+    except (CaptureError, OSError):
+        pass  # reported once, by stage 0
+    yield STATS_KEY, (idx, stats.packets, stats.bytes, dict(stats.warnings))
+
+
+# -- stage 2 ----------------------------------------------------------------------------------------------------
+class _Names(dict):
+    """DecodeContext.topic_names that remembers at which frame each broker learnt each topic id's name."""
+
+    def __init__(self, now: list, learnt: list):
+        super().__init__()
+        self._now, self._learnt = now, learnt
+
+    def setdefault(self, broker, default=None):
+        if broker not in self:
+            self[broker] = _BrokerNames(broker, self._now, self._learnt)
+        return self[broker]
+
+
+class _BrokerNames(dict):
+    def __init__(self, broker: str, now: list, learnt: list):
+        super().__init__()
+        self._broker, self._now, self._learnt = broker, now, learnt
+
+    def update(self, names):
+        for topic_id, name in dict(names).items():
+            if topic_id not in self:
+                self._learnt.append((self._broker, topic_id, name, self._now[0]))
+        super().update(names)
+
+
+def decode_flows(rows, label: str, ports: frozenset[int] | None, end_frame: int, end_ts: float):
+    """Stage 2 over one Spark partition: rows ((flow key, frame), segment row) sorted by flow then frame.
+
+    Yields tagged records:
+      ("item", sort key, flow key, item)          Exchange / OrphanResponse with flow-local connection ids
+      ("conn", first frame, flow key, local id)   where each connection's first stream event is
+      ("name", broker, topic id, name, frame)     a Metadata response named a topic id
+      ("report", DecodeReport, last ts)           this partition's protocol counters, latest exchange time
+      ("stats", file index, packets, bytes, warnings)
+    """
+    report = DecodeReport()
+    last = [None]
+    flow, segs = None, []
+    for (key, _frame), row in rows:
+        if key == STATS_KEY:
+            yield ("stats", *row)
+            continue
+        if key != flow:
+            if segs:
+                yield from _decode_flow(flow, segs, label, ports, report, end_frame, end_ts, last)
+            flow, segs = key, []
+        segs.append(row)
+    if segs:
+        yield from _decode_flow(flow, segs, label, ports, report, end_frame, end_ts, last)
+    yield ("report", report, last[0])
+
+
+def _decode_flow(flow, rows, label, ports, report, end_frame, end_ts, last):
+    from fetchtool.capture.reassembly import TcpReassembler
+    from fetchtool.decoder import decode_events
+
+    eps: dict[tuple, Endpoint] = {}
+
+    def ep(ip, port):
+        e = eps.get((ip, port))
+        if e is None:
+            e = eps[(ip, port)] = Endpoint(ip, port)
+        return e
+
+    now = [0]
+    firsts: list[int] = []
+    seen: set[int] = set()
+    learnt: list = []
+
+    def events():
+        reasm = TcpReassembler()
+        for frame, ts, sip, sport, dip, dport, seq, flags, payload, ack, truncated in rows:
+            now[0] = frame
+            for ev in reasm.feed(Segment(frame, ts, ep(sip, sport), ep(dip, dport), seq, flags, payload, ack,
+                                         truncated)):
+                _first(ev)
+                yield ev
+        now[0] = end_frame
+        for ev in reasm.finish(end_frame, end_ts):
+            _first(ev)
+            yield ev
+
+    def _first(ev):
+        # decode_events numbers connections in order of their first data/gap event: remember where that was.
+        if not isinstance(ev, ConnectionClosed) and ev.conn not in seen:
+            seen.add(ev.conn)
+            firsts.append(ev.frame)
+
+    base = report.connections  # decode_events numbers this flow's connections base+1, base+2, ...
+    seq = 0
+    for it in decode_events(events(), label, ports, report, _Names(now, learnt)):
+        if isinstance(it, Exchange):
+            frame, ts = it.request_frame, it.response_ts or it.ts
+            if ts is not None and (last[0] is None or ts > last[0]):
+                last[0] = ts  # the FindingsEngine's "end of capture" (RESPONSE_MISSING)
+        else:
+            frame = it.frame
+        yield ("item", (frame, it.conn, it.correlation_id, seq), flow, it)
+        seq += 1
+    for i, frame in enumerate(firsts):
+        yield ("conn", frame, flow, base + 1 + i)
+    for broker, topic_id, name, frame in learnt:
+        yield ("name", broker, topic_id, name, frame)
+
+
+# -- between stage 2 and 3: run-wide connection ids and topic names ------------------------------------------
+def finish_item(rec, conn_ids: dict, names: dict):
+    """(broker, sort key, item) with the run-wide connection id and the topic names other connections taught."""
+    _tag, (frame, conn, corr, seq), flow, it = rec
+    gid = conn_ids[(flow, conn)]
+    if isinstance(it, Exchange):
+        it = _with_names(it, names.get(it.broker))
+        it = _replace(it, conn=gid)
+    else:
+        it = OrphanResponse(gid, it.frame, it.ts, it.client, it.broker, it.correlation_id, it.file)
+    return it.broker, (frame, gid, corr, seq), it
+
+
+def _replace(ex: Exchange, **kw) -> Exchange:
+    from dataclasses import replace
+
+    return replace(ex, **kw)
+
+
+def _with_names(ex: Exchange, known: dict | None) -> Exchange:
+    """Name topic ids the way one sequential decode would have: from Metadata answered before this frame."""
+    if not known:
+        return ex
+
+    def fill(parts, frame):
+        if not parts or frame is None:
+            return parts, False
+        out, changed = [], False
+        for p in parts:
+            if p.topic is None and p.topic_id is not None:
+                hit = known.get(p.topic_id)
+                if hit is not None and hit[1] < frame:
+                    p = p._replace(topic=hit[0])
+                    changed = True
+            out.append(p)
+        return tuple(out), changed
+
+    req, c1 = fill(ex.request_partitions, ex.request_frame)
+    fgt, c2 = fill(ex.forgotten_partitions, ex.request_frame)
+    rsp, c3 = fill(ex.response_partitions, ex.response_frame)
+    if not (c1 or c2 or c3):
+        return ex
+    return _replace(ex, request_partitions=req, forgotten_partitions=fgt, response_partitions=rsp)
