@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import savings_report
 from .model import ERROR, INFO, WARNING, Analysis
 from .report_terminal import MAX_SESSION_ROWS, created_text, end_text, when
 
@@ -59,6 +60,5 @@ def render(a: Analysis) -> str:
     if len(a.sessions) > MAX_SESSION_ROWS:
         out.append(f"\n{len(a.sessions) - MAX_SESSION_ROWS} more sessions: see `fetchtool analyze --format json`.")
     if a.savings:
-        out += ["", "## Savings", ""]
-        out += [f"- {k}: {v}" for k, v in a.savings.get("total", {}).items()]
+        out += ["", *savings_report.markdown(a.savings)]
     return "\n".join(out) + "\n"

@@ -9,6 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from . import savings_report
 from .model import ERROR, INFO, WARNING, Analysis, SessionLife
 
 STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "cyan"}
@@ -27,7 +28,7 @@ def render(analysis: Analysis, console: Console) -> None:
     console.print(sessions_table(analysis))
     console.print(findings_view(analysis))
     if analysis.savings:
-        console.print(savings_panel(analysis.savings))
+        console.print(savings_report.terminal(analysis.savings, table=False))  # the table: `fetchtool savings`
 
 
 def summary_panel(a: Analysis) -> Panel:
@@ -129,9 +130,3 @@ def where_text(f) -> str:
     if f.file:
         where.append(f"in {f.file}")
     return ", ".join(where) or "the whole capture"
-
-
-def savings_panel(savings: dict) -> Panel:
-    total = savings.get("total", {})
-    lines = [f"{k}: {v:,}" if isinstance(v, int) else f"{k}: {v}" for k, v in total.items()]
-    return Panel("\n".join(lines) or "-", title="Savings with incremental fetch sessions", expand=False)
