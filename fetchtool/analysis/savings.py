@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 
 from fetchtool.exchange import FETCH, Exchange
 
-from .savings_model import (CLOSE, FULL, INCREMENTAL, LOST, POTENTIAL, REALISED, SESSIONLESS, ExchangeSavings,
-                            StreamModel)
+from .savings_model import (CLOSE, FULL, INCREMENTAL, LOST, POTENTIAL, REALISED, SESSIONLESS, ByteSums,
+                            ExchangeSavings, StreamModel)
 
 PROJECTIONS = (10, 100)
 KINDS = (SESSIONLESS, FULL, INCREMENTAL, CLOSE)
 
 
-class Tally:
+class Tally(ByteSums):
     """Sums over a set of exchanges (one client, one broker, or all)."""
 
     __slots__ = ("exchanges", "actual_request_bytes", "actual_response_bytes", "full_request_bytes",
@@ -90,23 +90,6 @@ class Tally:
         if s.reencoded_request_bytes != s.actual_request_bytes or (
                 s.reencoded_response_bytes is not None and s.reencoded_response_bytes != s.actual_response_bytes):
             self.reencode_mismatches += 1
-
-    # -- derived figures -------------------------------------------------------------------------------------
-    @property
-    def actual_bytes(self) -> int:
-        return self.actual_request_bytes + self.actual_response_bytes
-
-    @property
-    def full_bytes(self) -> int:
-        return self.full_request_bytes + self.full_response_bytes
-
-    @property
-    def incremental_bytes(self) -> int:
-        return self.incremental_request_bytes + self.incremental_response_bytes
-
-    @property
-    def saved_bytes(self) -> int:
-        return self.actual_bytes - self.incremental_bytes
 
     def projection(self, factor: int) -> dict:
         actual = self.actual_bytes + (factor - 1) * self.actual_scalable_bytes

@@ -37,8 +37,30 @@ SESSIONLESS, FULL, INCREMENTAL, CLOSE = "sessionless", "full", "incremental", "c
 REALISED, POTENTIAL, LOST = "realised", "potential", "lost"
 
 
+class ByteSums:
+    """Both directions added up; shared by one exchange's figures and the running totals."""
+
+    __slots__ = ()
+
+    @property
+    def actual_bytes(self) -> int:
+        return self.actual_request_bytes + self.actual_response_bytes
+
+    @property
+    def full_bytes(self) -> int:
+        return self.full_request_bytes + self.full_response_bytes
+
+    @property
+    def incremental_bytes(self) -> int:
+        return self.incremental_request_bytes + self.incremental_response_bytes
+
+    @property
+    def saved_bytes(self) -> int:
+        return self.actual_bytes - self.incremental_bytes
+
+
 @dataclass(frozen=True, slots=True)
-class ExchangeSavings:
+class ExchangeSavings(ByteSums):
     """One Fetch exchange: its captured bytes and the bytes of its full and incremental equivalents.
 
     Response figures are 0 when the response was not captured (`response_missing`). `reencoded_*` is the
@@ -76,21 +98,6 @@ class ExchangeSavings:
     actual_scalable_bytes: int
     full_scalable_bytes: int
 
-    @property
-    def actual_bytes(self) -> int:
-        return self.actual_request_bytes + self.actual_response_bytes
-
-    @property
-    def full_bytes(self) -> int:
-        return self.full_request_bytes + self.full_response_bytes
-
-    @property
-    def incremental_bytes(self) -> int:
-        return self.incremental_request_bytes + self.incremental_response_bytes
-
-    @property
-    def saved_bytes(self) -> int:
-        return self.actual_bytes - self.incremental_bytes
 
     def to_json(self) -> dict:
         d = {k: getattr(self, k) for k in self.__slots__}
