@@ -126,7 +126,7 @@ def test_one_bad_file_among_good_ones_is_a_warning(sweep, tmp_path):
 
 
 def test_piping_into_head_stops_quietly(sweep):
-    cmd = f"{sys.executable} -m fetchtool.cli decode {sweep} | head -1"
+    cmd = f"{sys.executable} -m fetchtool decode {sweep} | head -1"
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60)
     assert json.loads(proc.stdout)["request_frame"] == 4
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr

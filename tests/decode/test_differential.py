@@ -22,7 +22,8 @@ from .sweep import write_sweep
 pytestmark = pytest.mark.tshark
 
 ROOT = Path(__file__).resolve().parents[2]
-CAPTURES = sorted(p for p in (ROOT / "captures").rglob("*") if p.suffix in (".pcap", ".pcapng", ".gz"))
+CAPTURES = sorted(p for p in (ROOT / "captures").rglob("*") if p.suffix in (".pcap", ".pcapng", ".gz")
+                  and not any(part.startswith(".") for part in p.relative_to(ROOT).parts))
 TSHARK_MAX_FETCH = 16
 
 
