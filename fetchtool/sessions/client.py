@@ -93,6 +93,22 @@ class Builder:
         else:
             self._topic_names.setdefault(data.topic_id, tp.topic)
 
+    def add_all(self, partitions: Iterable[tuple[TopicPartition, PartitionData]]) -> None:
+        """``add`` for each (partition, data) pair, in order."""
+        nxt = self._next
+        if nxt is None:
+            raise BuilderAlreadyBuilt("add() after build()")
+        names = self._topic_names
+        without = 0
+        for tp, data in partitions:
+            nxt[tp] = data
+            tid = data.topic_id
+            if tid.int == 0:
+                without += 1
+            elif tid not in names:
+                names[tid] = tp.topic
+        self._partitions_without_topic_ids += without
+
     def build(self) -> FetchRequestData:
         nxt = self._next
         if nxt is None:
@@ -114,6 +130,8 @@ class Builder:
         session = h.session_partitions
         for tp, prev in list(session.items()):
             new = nxt.pop(tp, None)
+            if new is prev:
+                continue    # the very same PartitionData object: unchanged (equality is reflexive)
             if new is not None:
                 if prev.topic_id != new.topic_id and prev.topic_id.int != 0 and new.topic_id.int != 0:
                     # Same name, new id (topic recreated): send the new one, forget the old one (v13+).
@@ -151,8 +169,14 @@ class FetchSessionHandler:
         self.session_topic_names: dict[uuid.UUID, str] = {}
         # The (added, altered, removed, replaced) lists of the last incremental build, for the debug log line.
         self.last_build: tuple[list, list, list, list] = ([], [], [], [])
-        # The INFO/DEBUG line Kafka would log for the last handled response or error.
-        self.last_message: str | None = None
+        # The INFO/DEBUG line Kafka would log for the last handled response or error, kept as (format, args)
+        # and only formatted when read: a simulation handles far more responses than anyone reads lines of.
+        self._message: tuple[str, tuple] | None = None
+
+    @property
+    def last_message(self) -> str | None:
+        msg = self._message
+        return None if msg is None else msg[0].format(*msg[1])
 
     @property
     def session_id(self) -> int:
@@ -221,8 +245,8 @@ class FetchSessionHandler:
         """
         md = self.next_metadata
         if error_code != errors.NONE:
-            self.last_message = (f"Node {self.node_id} was unable to process the fetch request with {md}: "
-                                 f"{errors.error_name(error_code)}.")
+            self._message = ("Node {} was unable to process the fetch request with {}: {}.",
+                             (self.node_id, md, errors.error_name(error_code)))
             if error_code == errors.FETCH_SESSION_ID_NOT_FOUND:
                 self.next_metadata = FetchMetadata.INITIAL
             else:
@@ -231,41 +255,41 @@ class FetchSessionHandler:
         if md.is_full:
             if not response_partitions and throttle_time_ms > 0:
                 # KIP-219: an empty full response that only says "throttled" cannot be processed.
-                self.last_message = (f"Node {self.node_id} sent a empty full fetch response to indicate that this "
-                                     f"client should be throttled for {throttle_time_ms} ms.")
+                self._message = ("Node {} sent a empty full fetch response to indicate that this client should be "
+                                 "throttled for {} ms.", (self.node_id, throttle_time_ms))
                 self.next_metadata = FetchMetadata.INITIAL
                 return False
             problem = self.verify_full_fetch_response_partitions(response_partitions, response_topic_ids, version)
             if problem is not None:
-                self.last_message = f"Node {self.node_id} sent an invalid full fetch response with {problem}"
+                self._message = ("Node {} sent an invalid full fetch response with {}", (self.node_id, problem))
                 self.next_metadata = FetchMetadata.INITIAL
                 return False
             if session_id == INVALID_SESSION_ID:
-                self.last_message = f"Node {self.node_id} sent a full fetch response"
+                self._message = ("Node {} sent a full fetch response", (self.node_id,))
                 self.next_metadata = FetchMetadata.INITIAL
                 return True
-            self.last_message = (f"Node {self.node_id} sent a full fetch response that created a new incremental "
-                                 f"fetch session {session_id}")
+            self._message = ("Node {} sent a full fetch response that created a new incremental fetch session {}",
+                             (self.node_id, session_id))
             self.next_metadata = FetchMetadata.new_incremental(session_id)
             return True
         problem = self.verify_incremental_fetch_response_partitions(response_partitions, response_topic_ids, version)
         if problem is not None:
-            self.last_message = f"Node {self.node_id} sent an invalid incremental fetch response with {problem}"
+            self._message = ("Node {} sent an invalid incremental fetch response with {}", (self.node_id, problem))
             self.next_metadata = md.next_close_existing_attempt_new()
             return False
         if session_id == INVALID_SESSION_ID:
-            self.last_message = (f"Node {self.node_id} sent an incremental fetch response closing session "
-                                 f"{md.session_id}")
+            self._message = ("Node {} sent an incremental fetch response closing session {}",
+                             (self.node_id, md.session_id))
             self.next_metadata = FetchMetadata.INITIAL
             return True
-        self.last_message = (f"Node {self.node_id} sent an incremental fetch response with throttleTimeMs = "
-                             f"{throttle_time_ms} for session {session_id}")
+        self._message = ("Node {} sent an incremental fetch response with throttleTimeMs = {} for session {}",
+                         (self.node_id, throttle_time_ms, session_id))
         self.next_metadata = md.next_incremental()
         return True
 
     def handle_error(self) -> None:
         """A network error, timeout or disconnect: close the session on the next request and try a new one."""
-        self.last_message = f"Error sending fetch request {self.next_metadata} to node {self.node_id}:"
+        self._message = ("Error sending fetch request {} to node {}:", (self.next_metadata, self.node_id))
         self.next_metadata = self.next_metadata.next_close_existing_attempt_new()
 
     def notify_close(self) -> None:

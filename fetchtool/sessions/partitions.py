@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -55,9 +56,12 @@ class TopicIdPartition:
         return f"{self.topic_id}:{self.topic}-{self.partition}"
 
 
-@dataclass(frozen=True, slots=True)
-class TopicPartition:
-    """The client's key (FetchSessionHandler keys its session by name)."""
+class TopicPartition(NamedTuple):
+    """The client's key (FetchSessionHandler keys its session by name).
+
+    A NamedTuple rather than a dataclass so that hashing and equality run in C: the client's session map is
+    looked up once per partition on every request. Equal by (topic, partition), as Kafka's TopicPartition.
+    """
 
     topic: str
     partition: int
