@@ -47,13 +47,17 @@ def effective_behaviour(captured: str, mode: str, version: int) -> str:
 class ClientModel:
     """One client stream's request choices. `node_id` only labels the handler (one handler per broker)."""
 
-    __slots__ = ("behaviour", "mode", "handler", "keys", "tps", "last_full")
+    __slots__ = ("behaviour", "mode", "handler", "keys", "tps", "last_full", "interned")
 
-    def __init__(self, behaviour: str, mode: str = AS_CAPTURED, node_id: int = 0) -> None:
+    def __init__(self, behaviour: str, mode: str = AS_CAPTURED, node_id: int = 0,
+                 interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]] | None = None) -> None:
         self.behaviour = behaviour
         self.mode = mode
         self.handler = FetchSessionHandler(node_id)
         self.keys: dict[TopicPartition, TopicIdPartition] = {}  # client key -> broker key, learned as sent
+        # The plan's key objects (ReplayPlan.keys): sending the same objects the plan's reads are keyed by lets
+        # the broker's lookups hit identical keys.
+        self.interned = interned if interned is not None else {}
         self.tps: dict[TopicIdPartition, TopicPartition] = {}
         self.last_full = True
 
@@ -66,16 +70,16 @@ class ClientModel:
         if fetch.closes and self.mode == AS_CAPTURED:
             self.handler.notify_close()
         builder = self.handler.new_builder()
-        add = builder.add
-        keys = self.keys
-        for w in fetch.wanted:
-            add(w.tp, w.data)
+        builder.add_all([(w.tp, w.data) for w in fetch.wanted])
         built = builder.build()
+        keys = self.keys
         data = {}
         for tp, pd in built.to_send.items():
             key = keys.get(tp)
-            if key is None:
-                key = keys[tp] = TopicIdPartition(pd.topic_id, tp.topic, tp.partition)
+            if key is None or key.topic_id.int != pd.topic_id.int:
+                pair = self.interned.get((tp.topic, tp.partition, pd.topic_id))
+                key = keys[tp] = pair[1] if pair is not None else TopicIdPartition(pd.topic_id, tp.topic,
+                                                                                   tp.partition)
             data[key] = pd
         self.last_full = built.metadata.is_full
         return FetchPlanRequest(built.metadata, data, list(built.forgotten_for_version(fetch.version)))

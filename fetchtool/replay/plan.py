@@ -133,6 +133,8 @@ class ReplayPlan:
     # (t_ms, phase, stream index, fetch index) in time order; phase RESPONSE before REQUEST at equal times
     timeline: list[tuple[int, int, int, int]]
     skipped: Counter  # exchanges left out of the plan, by reason
+    # (topic, partition, topic id) -> the plan's one (TopicPartition, TopicIdPartition) pair for it
+    keys: dict[tuple, tuple[TopicPartition, TopicIdPartition]] = field(default_factory=dict)
 
     @property
     def requests(self) -> int:
@@ -242,6 +244,11 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
     )
     # Per stream: the wanted set (client-side view), rebuilt request by request.
     wanted_state: list[dict[TopicPartition, WantedPartition]] = [{} for _ in groups]
+    # Interning: one key object per partition for the whole plan, and per stream the same WantedPartition /
+    # PartitionResult object again while its value is unchanged, so the simulation's dict lookups hit identical
+    # objects and the engine's "same result object" fast path fires (values are equal either way).
+    interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]] = {}
+    last_reads: list[dict[TopicIdPartition, PartitionResult]] = [{} for _ in groups]
     planned: list[list[PlannedFetch | None]] = [[None] * len(g) for g in groups]
     # Requests must be applied in request order within a stream; responses are globally ordered. Requests of one
     # stream are sorted, so applying request j when its response comes up keeps per-stream order only if responses
@@ -250,7 +257,7 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
     for _t, i, j in order:
         group = groups[i]
         while applied[i] <= j:
-            _apply_request(group[applied[i]], wanted_state[i], topics)
+            _apply_request(group[applied[i]], wanted_state[i], topics, interned)
             planned_wanted = tuple(wanted_state[i].values())
             planned[i][applied[i]] = planned_wanted  # type: ignore[assignment]
             applied[i] += 1
@@ -275,18 +282,22 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
         in_response = {(rp.topic or rp.topic_id or "?", rp.partition): rp for rp in ex.response_partitions or ()}
         wanted = planned[i][j]
         reads: dict[TopicIdPartition, PartitionResult] = {}
+        previous = last_reads[i]
         for w in wanted:  # type: ignore[union-attr]
             log = logs.get((broker, w.tp.topic, w.tp.partition))
             rp = in_response.get((w.tp.topic, w.tp.partition))
             if rp is not None:
-                reads[w.key] = PartitionResult(
+                result = PartitionResult(
                     rp.error_code, rp.high_watermark, rp.last_stable_offset, rp.log_start_offset, rp.records_bytes,
                     rp.diverging_epoch, rp.preferred_read_replica,
                 )
             elif log is not None:
-                reads[w.key] = PartitionResult(0, log.hw, log.stable, log.lso, 0)
+                result = PartitionResult(0, log.hw, log.stable, log.lso, 0)
             else:
-                reads[w.key] = PartitionResult(0, -1, -1, -1, 0)
+                result = PartitionResult(0, -1, -1, -1, 0)
+            before = previous.get(w.key)
+            reads[w.key] = before if before is not None and before == result else result
+        last_reads[i] = reads
         planned[i][j] = _planned_fetch(ex, ms, wanted, reads)  # type: ignore[arg-type]
 
     events: list[tuple[int, int, int, int, int, int]] = []
@@ -313,14 +324,15 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
                               else (t_req, 2, f.t_ms, RESPONSE, i, j))
     events.sort()
     timeline = [(t_ms, phase, i, j) for _t, _o, t_ms, phase, i, j in events]
-    return ReplayPlan(start_ts, ms(end_ts), streams, topics, timeline, skipped)
+    return ReplayPlan(start_ts, ms(end_ts), streams, topics, timeline, skipped, interned)
 
 
 def _us(seconds: float) -> int:
     return int(round(seconds * 1_000_000))
 
 
-def _apply_request(ex: Exchange, wanted: dict[TopicPartition, WantedPartition], topics: dict[str, TopicInfo]) -> None:
+def _apply_request(ex: Exchange, wanted: dict[TopicPartition, WantedPartition], topics: dict[str, TopicInfo],
+                   interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]] | None = None) -> None:
     """Update a client's wanted set with one request: a full request replaces it, an incremental one edits it."""
     epoch = ex.session_epoch if ex.session_epoch is not None else -1
     full = ex.api_version < 7 or epoch in (0, -1)
@@ -338,14 +350,22 @@ def _apply_request(ex: Exchange, wanted: dict[TopicPartition, WantedPartition], 
         elif info.topic_id is None and tid != ZERO_UUID:
             info.topic_id = tid
         info.partitions.add(rp.partition)
-        tp = TopicPartition(name, rp.partition)
+        ikey = (name, rp.partition, tid)
+        keys = interned.get(ikey) if interned is not None else None
+        if keys is None:
+            keys = (TopicPartition(name, rp.partition), TopicIdPartition(tid, name, rp.partition))
+            if interned is not None:
+                interned[ikey] = keys
+        tp, key = keys
         data = PartitionData(
             rp.fetch_offset, rp.log_start_offset, rp.partition_max_bytes, rp.current_leader_epoch,
             rp.last_fetched_epoch, tid,
         )
-        # An altered partition moves to the end, as the client's session map does.
-        wanted.pop(tp, None)
-        wanted[tp] = WantedPartition(tp, TopicIdPartition(tid, name, rp.partition), data)
+        # An altered partition moves to the end, as the client's session map does. An unchanged one keeps its
+        # WantedPartition object (same value, and identity lets the client's Builder skip the comparison).
+        before = wanted.pop(tp, None)
+        wanted[tp] = before if before is not None and before.key is key and before.data == data \
+            else WantedPartition(tp, key, data)
 
 
 def _planned_fetch(ex: Exchange, ms, wanted: tuple[WantedPartition, ...], reads) -> PlannedFetch:
