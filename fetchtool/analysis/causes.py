@@ -130,9 +130,15 @@ class NotFoundResolver:
             return Cause("unknown", "the capture holds no successful request of this session; a capture covering "
                                     "its creation and last success would settle it")  # fmt: skip
         hint = "--cache-slots/--cache-shards (the broker's cache size)" if self.slots is None else "a longer capture"
-        return Cause("unknown", "no restart, close or full cache is visible between its last success at frame "
-                                f"{p.prev_success.response_frame} and this error; {hint} or the broker's eviction "
-                                "metric would settle it")  # fmt: skip
+        since = f"its last successful request at frame {p.prev_success.request_frame}"
+        refused = self.brokers[s.broker].refused
+        if refused and self.slots is None:
+            # A refusal proves the cache was full at that moment, not that this session was the one evicted.
+            return Cause("unknown", f"the broker refused {refused} new session(s) (its cache was full), so an "
+                                    f"eviction since {since} is likely, but the capture does not show the cache size; "
+                                    f"{hint} or the broker's eviction metric would settle it")  # fmt: skip
+        return Cause("unknown", f"no restart, close or full cache is visible between {since} and this error; {hint} "
+                                "or the broker's eviction metric would settle it")  # fmt: skip
 
     # broker_restart: the whole cache vanished at once, after the connections were re-established.
     def _restart(self, p: PendingError) -> Cause | None:
