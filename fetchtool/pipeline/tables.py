@@ -1,6 +1,6 @@
 """Exchanges as columnar tables: the `exchanges` and `partitions` tables that `decode --out` writes as Parquet.
 
-Rows are streamed: exchanges are buffered in small batches (bounded by exchanges and by partition entries) and
+Rows are streamed: exchanges are buffered in small batches (512 exchanges or 32,768 partition entries) and
 each batch is written as one Parquet row group, so decoding a 1 GB capture never holds more than a batch of rows
 in memory. Frames are built column by column (one typed Series per field), not from row tuples: that is several
 times faster and needs no per-row dicts.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import chain, repeat
+from operator import itemgetter
 from pathlib import Path
 
 import polars as pl
@@ -104,7 +105,8 @@ def partitions_frame(exchanges: list[Exchange]) -> pl.DataFrame:
         cols = [pl.Series(k, list(chain.from_iterable(repeat(getattr(ex, k), c) for ex, c in zip(owners, counts))),
                           dtype=_KEY_SCHEMA[k]) for k in _KEY_FIELDS]
         cols.append(pl.Series("entry", [entry] * n, dtype=pl.Utf8))
-        cols.extend(pl.Series(f, values, dtype=t) for (f, t), values in zip(schema.items(), zip(*rows)))
+        # One list per column via itemgetter: zip(*rows) would make a tuple per row and wake the cyclic GC.
+        cols.extend(pl.Series(f, list(map(itemgetter(i), rows)), dtype=t) for i, (f, t) in enumerate(schema.items()))
         parts.append(pl.DataFrame(cols))
     if not parts:
         return pl.DataFrame(schema=PARTITION_SCHEMA)
@@ -120,7 +122,7 @@ def _conform(df: pl.DataFrame) -> pl.DataFrame:
 class ParquetTables:
     """Streams exchanges into <out>/exchanges.parquet and <out>/partitions.parquet, one row group per batch."""
 
-    def __init__(self, out_dir: str | Path, batch_exchanges: int = 512, batch_partitions: int = 65_536) -> None:
+    def __init__(self, out_dir: str | Path, batch_exchanges: int = 512, batch_partitions: int = 32_768) -> None:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.batch_exchanges = batch_exchanges
