@@ -78,7 +78,8 @@ class FetchService:
         self.manager: FetchManager
         self.history: collections.deque[FetchSeen] = collections.deque(maxlen=history)
         # One generator for the broker's lifetime: a reset (simulated restart) must not hand out the old ids again.
-        self.rng = random.Random(state.config.session_seed)
+        source = state.config.session_id_source
+        self.rng = source if source is not None else random.Random(state.config.session_seed)
         self.reset()
 
     def reset(self) -> None:

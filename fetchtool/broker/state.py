@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import uuid
 from dataclasses import dataclass, field
 
@@ -25,6 +26,10 @@ class BrokerConfig:
     idle_timeout_ms: int = 600_000  # Kafka's connections.max.idle.ms
     max_connections: int = 1000
     session_seed: int | None = None  # seeds session ids (replays); None: unpredictable, as Kafka's
+    # Where session ids come from: any random.Random (its randrange draws each new id), e.g. a replay's
+    # CapturedSessionIds so the broker hands out the captured ids. None: random.Random(session_seed).
+    # It is kept across reset() (a simulated restart must not hand out the old ids again).
+    session_id_source: random.Random | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

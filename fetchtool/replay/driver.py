@@ -123,8 +123,11 @@ async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Calla
     from fetchtool.broker.state import BrokerConfig
 
     cfg = options.config
+    # The embedded broker draws the captured session ids where it can (see simulate.CapturedSessionIds): Kafka
+    # evicts the smallest id among equally sized sessions, so the same ids pick the same victims.
     broker = Broker(BrokerConfig(host=LOOPBACK, port=0, cache_slots=cfg.cache_slots, cache_shards=cfg.cache_shards,
-                                 eviction_ms=cfg.eviction_ms), clock=clock, speed=speed)
+                                 eviction_ms=cfg.eviction_ms, session_id_source=CapturedSessionIds(0)),
+                    clock=clock, speed=speed)
     state = broker.core.state
     for name, info in plan.topics.items():
         state.create_topic(name, info.partition_count, info.topic_id)
@@ -134,11 +137,6 @@ async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Calla
         want = min(max(0, top - low.get((name, partition), 0)), options.prefill_limit)
         while log is not None and log.log_end_offset < want:
             log.append(make_batch([value] * min(500, want - log.log_end_offset)))
-    # The embedded broker draws the captured session ids where it can (see simulate.CapturedSessionIds): Kafka
-    # evicts the smallest id among equally sized sessions, so the same ids pick the same victims.
-    fetch = broker.core.fetch
-    fetch.rng = CapturedSessionIds(0)
-    fetch.reset()
     await broker.start()
     return broker
 
@@ -251,7 +249,7 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                                      fetch.isolation_level)
                 virtual_ms[0] = max(virtual_ms[0], fetch.t_ms)
                 if broker is not None and req.metadata.epoch == 0:
-                    broker.core.fetch.rng.hint = (fetch.response_session_id or 0) if fetch.epoch == 0 else 0
+                    broker.config.session_id_source.hint = (fetch.response_session_id or 0) if fetch.epoch == 0 else 0
                 sent_at = loop.time()
                 writer.write(data)
                 tally.requests += 1
