@@ -188,7 +188,8 @@ class KafkaConnection:
     # -- framing and pairing ------------------------------------------------------------------------------
     def _dispatch(self, ev: StreamData | StreamGap) -> list:
         src = ev.src
-        to_broker = src is self.client or src == self.client  # the capture layer reuses Endpoint objects
+        # The capture layer reuses Endpoint objects: identity settles almost every event without __eq__.
+        to_broker = src is self.client or (src is not self.broker and src == self.client)
         framer = self._req if to_broker else self._resp
         if isinstance(ev, StreamGap):
             framer.gap(ev.lost_bytes)
