@@ -14,7 +14,10 @@ the captured and the simulated exchange (the schema sizes of design §7.3) and i
 from __future__ import annotations
 
 import gc
+import multiprocessing
+import os
 import random
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -196,6 +199,31 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int) -> 
     return SimResult(config, totals, brokers, tallies, evicted_by)
 
 
+# The plan a forked worker simulates: set in the parent just before the fork, so workers inherit it instead of
+# unpickling millions of objects.
+_FORKED_PLAN: tuple[ReplayPlan, str, int] | None = None
+
+
+def _simulate_forked(config: SimConfig) -> SimResult:
+    plan, sessions, seed = _FORKED_PLAN  # type: ignore[misc]
+    return simulate(plan, config, sessions, seed)
+
+
 def simulate_many(plan: ReplayPlan, configs: list[SimConfig], sessions: str = AS_CAPTURED,
-                  seed: int = 0) -> list[SimResult]:
-    return [simulate(plan, c, sessions, seed) for c in configs]
+                  seed: int = 0, processes: int | None = None) -> list[SimResult]:
+    """Run the plan once per configuration; results in ``configs`` order.
+
+    Each run is independent and deterministic, so with more than one configuration they run in forked worker
+    processes, one per core (``processes``: at most this many; 1 runs them here, in order). Falls back to
+    running them here where fork is unavailable or other threads are running (forking those is unsafe).
+    """
+    global _FORKED_PLAN
+    workers = min(len(configs), processes or os.cpu_count() or 1)
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
+        return [simulate(plan, c, sessions, seed) for c in configs]
+    _FORKED_PLAN = (plan, sessions, seed)
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            return pool.map(_simulate_forked, configs, chunksize=1)
+    finally:
+        _FORKED_PLAN = None
