@@ -69,7 +69,7 @@ class ClientModel:
             return FetchPlanRequest(metadata, {w.key: w.data for w in fetch.wanted}, [])
         if fetch.closes and self.mode == AS_CAPTURED:
             self.handler.notify_close()
-        builder = self.handler.new_builder()
+        builder = self.handler.new_builder(copy_session_partitions=False)   # only to_send is read here
         builder.add_all([(w.tp, w.data) for w in fetch.wanted])
         built = builder.build()
         keys = self.keys

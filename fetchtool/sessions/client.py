@@ -123,11 +123,20 @@ class Builder:
             to_send = dict(nxt)
             return FetchRequestData(to_send, [], [], to_send, h.next_metadata, can_use_topic_ids)
 
+        session = h.session_partitions
+        if nxt == session:
+            # Same partitions with equal data (dict equality tries identity first, so this is C-speed when the
+            # caller reuses its PartitionData objects): the loop below would pop every entry of next, find nothing
+            # altered, replaced, removed or added, and leave the session as it is.
+            nxt.clear()
+            h.session_topic_names = self._topic_names if can_use_topic_ids else {}
+            h.last_build = ([], [], [], [])
+            session_view = dict(session) if self._copy_session_partitions else session
+            return FetchRequestData(nxt, [], [], session_view, h.next_metadata, can_use_topic_ids)
         added: list[TopicIdPartition] = []
         removed: list[TopicIdPartition] = []
         altered: list[TopicIdPartition] = []
         replaced: list[TopicIdPartition] = []
-        session = h.session_partitions
         for tp, prev in list(session.items()):
             new = nxt.pop(tp, None)
             if new is prev:
