@@ -20,7 +20,7 @@ def fail(message: str) -> None:
     raise typer.Exit(1)
 
 
-def load(captures: List[Path], ports, cache_slots, cache_shards):
+def load(captures: List[Path], ports, cache_slots, cache_shards, engine: str = "polars", master=None):
     """Analyse or exit with a one-line error (only when nothing at all could be read)."""
     from fetchtool.decoder import CaptureError
 
@@ -29,6 +29,14 @@ def load(captures: List[Path], ports, cache_slots, cache_shards):
     if cache_shards is not None and cache_shards < 1:
         fail("--cache-shards must be >= 1")
     try:
+        if engine == "spark":  # the same analysis as Spark stages (fetchtool.pipeline.spark)
+            from fetchtool.pipeline.spark import SparkUnavailable, analyze_spark
+
+            try:
+                return analyze_spark([str(p) for p in captures], master=master, ports=ports or None,
+                                     cache_slots=cache_slots, cache_shards=cache_shards)
+            except SparkUnavailable as exc:
+                fail(str(exc))
         return analyze_capture([str(p) for p in captures], ports=ports or None, cache_slots=cache_slots,
                                cache_shards=cache_shards)
     except CaptureError as exc:
@@ -36,7 +44,8 @@ def load(captures: List[Path], ports, cache_slots, cache_shards):
 
 
 def main(
-    capture: List[Path] = typer.Argument(..., help="pcap / pcapng files (gzip accepted)"),
+    capture: List[Path] = typer.Argument(..., help="pcap / pcapng files (gzip accepted); with --engine spark also "
+                                                   "directories, globs and URIs Spark reads"),
     format: str = typer.Option("table", "--format", "-f", help="table | json | markdown"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report to this file"),
     client: Optional[str] = typer.Option(None, "--client", help="only this client (client id, host or ip:port)"),
@@ -47,10 +56,15 @@ def main(
     cache_shards: Optional[int] = typer.Option(
         None, "--cache-shards", help="fetch session cache shards (8 since Kafka 3.8, 1 before; default 8 with "
                                      "--cache-slots)"),
+    engine: str = typer.Option("polars", "--engine", help="polars (embedded) | spark (pip install 'fetchtool[spark]')"),
+    master: Optional[str] = typer.Option(None, "--master", help="Spark master URL with --engine spark (default local[*])"),
 ) -> None:
     if format not in FORMATS:
         fail(f"unknown --format {format!r} (choose from {', '.join(FORMATS)})")
-    analysis = filtered(load(capture, port, cache_slots, cache_shards), client, broker)
+    if engine not in ("polars", "spark") or (master and engine != "spark"):
+        fail(f"unknown --engine {engine!r} (choose from polars, spark)" if engine not in ("polars", "spark")
+             else "--master needs --engine spark")
+    analysis = filtered(load(capture, port, cache_slots, cache_shards, engine, master), client, broker)
     if format == "json":
         text = report_json.render(analysis)
     elif format == "markdown":

@@ -31,8 +31,15 @@ def main(
     port: list[int] | None = typer.Option(
         None, "--port", help="Broker port (repeatable). Default: detect the broker side from the traffic."
     ),
+    engine: str = typer.Option("polars", "--engine", help="polars (embedded) | spark (with --out; pip install "
+                                                          "'fetchtool[spark]')."),
+    master: str | None = typer.Option(None, "--master", help="Spark master URL with --engine spark."),
 ) -> None:
     err = Console(stderr=True, soft_wrap=True)  # one message, one line: never wrapped
+    if engine != "polars" or master:
+        from fetchtool.pipeline.spark import decode_command
+
+        raise typer.Exit(decode_command(captures, out, format, port, engine, master, err))
     if format is None and out is None:
         format = Format.jsonl
     run = decode_capture(captures, ports=port or None)

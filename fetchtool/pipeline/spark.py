@@ -118,18 +118,21 @@ class _Decoded:
         src = _sources(sc, files)
         if any("://" in f for f in files):
             src = src.persist(StorageLevel.MEMORY_AND_DISK)
-        # Stage 0: packet counts -> each file's frame offset in the set.
+        # Stage 0: packet counts and time spans -> rotated sets and each file's frame offset in its set.
         counts = sorted(src.map(lambda r: st.count_packets(*r)).collect())
-        offsets, total, end_ts, errors = {}, 0, 0.0, []
-        for idx, packets, last_ts, error in counts:
-            offsets[idx] = total
-            total += packets
-            if last_ts is not None:
-                end_ts = max(end_ts, last_ts)
+        sets = st.rotated_sets(files, {i: (first, last) for i, _n, first, last, _e in counts})
+        names = [os.path.basename(f.rstrip("/")) for f in files]
+        offsets, ends, members, errors = {}, {}, {}, []
+        for idx, packets, _first, last_ts, error in counts:
+            s = sets[idx]
+            frame, ts = ends.get(s, (0, 0.0))
+            offsets[idx] = frame
+            ends[s] = (frame + packets, max(ts, last_ts) if last_ts is not None else ts)
+            members.setdefault(s, []).append(names[idx])
             if error:
                 errors.append((idx, error, packets))
-        names = [os.path.basename(f.rstrip("/")) for f in files]
-        self.label = label = st.set_label(names)
+        labels = {s: st.set_label(m) for s, m in members.items()}
+        self.labels = labels
         ports = None if ports is None else frozenset(int(p) for p in ports)
         n = max(2, sc.defaultParallelism * 2)
 
@@ -138,13 +141,12 @@ class _Decoded:
             key, row = kv
             return (key, row[0]), row
 
-        segments = src.flatMap(lambda r: st.file_segments(r[0], r[1], offsets[r[0]], r[2])).map(flow_key)
+        segments = src.flatMap(lambda r: st.file_segments(r[0], r[1], offsets[r[0]], sets[r[0]], r[2])).map(flow_key)
         ordered = segments.repartitionAndSortWithinPartitions(n, partitionFunc=lambda k: portable_hash(k[0]))
-        decoded = ordered.mapPartitions(lambda rows: st.decode_flows(rows, label, ports, total, end_ts))
+        decoded = ordered.mapPartitions(lambda rows: st.decode_flows(rows, labels, ports, ends))
         decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
         small = decoded.filter(lambda r: r[0] != "item").collect()
         self.report = _report(names, small, errors)
-        self.report.label = label
         self.last_ts = max((r[2] for r in small if r[0] == "report" and r[2] is not None), default=None)
         if len(errors) == len(files):
             msgs = [e for _i, e, _n in errors]
@@ -196,11 +198,11 @@ def _report(names: list[str], small: list, errors: list) -> DecodeReport:
 def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: int | None = None,
                   cache_shards: int | None = None, spark=None):
     """Decode and analyse captures on Spark -> fetchtool.analysis.model.Analysis (as analyze_capture)."""
+    spark = spark or spark_session(master)  # first: without PySpark this is the one-line SparkUnavailable
     from pyspark.rdd import portable_hash
 
     from .spark_merge import analyze_broker, merge
 
-    spark = spark or spark_session(master)
     d = _Decoded(spark, paths, ports)
     last_ts = d.last_ts
 
@@ -245,6 +247,31 @@ def decode_spark(paths, out_dir: str, *, master: str | None = None, ports=None, 
     rep.partitions_written = spark.read.parquet(f"{out}/partitions.parquet").count()
     d.release()
     return rep
+
+
+def decode_command(captures, out, format, ports, engine: str, master: str | None, err) -> int:
+    """`fetchtool decode --engine spark`: the CLI edge (one-line errors, the decode report on stderr)."""
+    from rich.markup import escape
+
+    def fail(message: str) -> int:
+        err.print(f"[red]error:[/] {escape(message)}", highlight=False)
+        return 2
+
+    if engine != "spark":
+        return fail(f"unknown --engine {engine!r} (choose from polars, spark)" if engine != "polars"
+                    else "--master needs --engine spark")
+    if out is None or format is not None:
+        return fail("--engine spark writes the exchanges and partitions tables as Parquet: give --out DIR "
+                    "(and no --format)")
+    try:
+        rep = decode_spark([str(p) for p in captures], str(out), master=master, ports=ports or None)
+    except (SparkUnavailable, CaptureError) as exc:
+        return fail(str(exc).splitlines()[0])
+    for line in rep.lines():
+        err.print(line, highlight=False, markup=False)
+    err.print(f"wrote {rep.exchanges_written:,} exchanges and {rep.partitions_written:,} partition rows to {out}/ "
+              "(Spark Parquet datasets)", highlight=False)
+    return 0
 
 
 def _exchange_row(ex, cols: list[str]) -> tuple:

@@ -47,6 +47,7 @@ class BrokerPart:
     findings: list  # (index, Finding)
     savings: object  # SavingsEstimator or None
     first_key: tuple = ()
+    files: dict = field(default_factory=dict)  # file -> first sort key
 
 
 def _note(d: dict, value, key) -> None:
@@ -64,6 +65,7 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
     first_seen: dict[int, tuple] = {}  # id(TrackedSession) -> sort key
     notes: dict[tuple, _Client] = {}
     first_key = None
+    files: dict = {}
     for key, it in items:
         if first_key is None:
             first_key = key
@@ -71,6 +73,7 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
             engine.request_missing(getattr(it, "file", ""), it.frame, it.ts, it.client, it.broker)
             continue
         totals.add(it)
+        _note(files, it.file, key)
         n_sessions = len(tracker.sessions)
         engine.observe(tracker.feed(it))
         savings.feed(it)
@@ -103,7 +106,7 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
     if est is not None:  # per-stream models are not needed any more: do not ship them to the driver
         est.streams, est._by_session = {}, {}
     return BrokerPart(broker, totals, tracker.broker_summaries(), sessions, notes, list(enumerate(findings)),
-                      savings.estimator, first_key or ())
+                      savings.estimator, first_key or (), files)
 
 
 def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards=None) -> Analysis:
@@ -122,7 +125,7 @@ def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards
             if ts is not None:
                 totals.first_ts = ts if totals.first_ts is None else min(totals.first_ts, ts)
                 totals.last_ts = ts if totals.last_ts is None else max(totals.last_ts, ts)
-    files = [decode_report.label] if totals.exchanges and getattr(decode_report, "label", None) else []
+    files = _ordered(p.files for p in parts)  # as analyze_items: files that had exchanges, in request order
     decode = {}
     findings = []
     for rank, p in enumerate(parts):

@@ -10,10 +10,12 @@ Stage 3 (per broker): the broker's items in request order -> SessionTracker + Fi
          Sessions are broker-scoped (Kafka's cache lives in one broker), so a broker is the natural group;
          clients, savings and findings are merged on the driver (fetchtool.pipeline.spark_merge).
 
-Frames: the files of one run are one capture cut in pieces (tcpdump -C / -G), ordered by name (natural sort:
-cap.pcap2 before cap.pcap10). Frame numbers count on across files, exactly as `mergecap -a` of the files in
-that order would number them, so a flow that continues in the next file is one stream and a single file's
-frames are Wireshark's.
+Rotated sets: files of one directory whose names differ only in digits (tcpdump -C: cap.pcap, cap.pcap1, ...;
+-G: strftime names) and whose packets follow each other in time (no overlap) are one capture cut in pieces,
+ordered by name (natural sort: cap.pcap2 before cap.pcap10). Within a set, frame numbers count on across files,
+exactly as `mergecap -a` of the set's files would number them, so a flow that continues in the next file is one
+stream; every row's `file` is the set's label (`set_label`). A file that is not part of a rotation is a set of
+one: its frames are Wireshark's and its label is its name, as with the polars engine.
 """
 
 from __future__ import annotations
@@ -30,11 +32,38 @@ from fetchtool.exchange import Exchange
 from fetchtool.protocol.connection import OrphanResponse
 from fetchtool.protocol.report import DecodeReport
 
-STATS_KEY = ("~stats",)  # the key of per-file capture statistics travelling with the segments
+STATS_KEY = (-1,)  # the flow key of per-file capture statistics travelling with the segments (sorts first)
 
 
 def natural_key(path: str) -> list:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
+
+
+def rotation_stem(path: str) -> tuple[str, str]:
+    """Files of one rotated set share this: their directory and their name without digits (tcpdump -C: cap.pcap, cap.pcap1, ...)."""
+    return os.path.dirname(path), re.sub(r"\d+", "", os.path.basename(path))  # cap.pcap ~ cap.pcap1
+
+
+def rotated_sets(files: list[str], spans: dict[int, tuple]) -> list[int]:
+    """Set index of each file (files in natural order; spans: index -> (first ts, last ts) or (None, None))."""
+    sets: list[int] = []
+    open_sets: dict[tuple, tuple[int, float]] = {}  # stem -> (set index, last ts of the set so far)
+    n = 0
+    for i, f in enumerate(files):
+        first, last = spans.get(i, (None, None))
+        stem = rotation_stem(f)
+        cur = open_sets.get(stem)
+        if cur is not None and first is not None and cur[1] is not None and first >= cur[1]:
+            sets.append(cur[0])
+        else:
+            sets.append(n)
+            cur = (n, None)
+            n += 1
+        if last is not None:
+            open_sets[stem] = (cur[0], last)
+        elif stem not in open_sets:
+            open_sets[stem] = cur
+    return sets
 
 
 def set_label(names: list[str]) -> str:
@@ -65,13 +94,15 @@ class _LocalCopy:
 
 # -- stage 0 ----------------------------------------------------------------------------------------------------
 def count_packets(idx: int, path: str, data: bytes | None = None) -> tuple:
-    """(index, packets, last ts, error or None): the frame offsets of the set come from these counts."""
-    packets, last_ts, error = 0, None, None
+    """(index, packets, first ts, last ts, error or None): rotated sets and their frame offsets come from these."""
+    packets, first_ts, last_ts, error = 0, None, None, None
     copy = _LocalCopy(path, data)
     try:
         with copy as local:
             for _frame, ts, *_rest in read_records(local, Counter()):
                 packets += 1
+                if first_ts is None:
+                    first_ts = ts
                 last_ts = ts
     except CaptureError as exc:
         error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -79,18 +110,19 @@ def count_packets(idx: int, path: str, data: bytes | None = None) -> tuple:
         error = f"{path}: {exc.strerror or exc}"
     if error and copy.tmp:
         error = error.replace(copy.tmp, path)
-    return idx, packets, last_ts, error
+    return idx, packets, first_ts, last_ts, error
 
 
 # -- stage 1 ----------------------------------------------------------------------------------------------------
-def file_segments(idx: int, path: str, offset: int, data: bytes | None = None):
+def file_segments(idx: int, path: str, offset: int, set_idx: int, data: bytes | None = None):
     """Yield (flow key, segment row) for every TCP segment of one file, then (STATS_KEY, stats row)."""
     stats = CaptureStats()
     try:
         with _LocalCopy(path, data) as local:
             for s in iter_segments(local, stats):
                 a, b = s.src, s.dst
-                key = (a.ip, a.port, b.ip, b.port) if (a.ip, a.port) <= (b.ip, b.port) else (b.ip, b.port, a.ip, a.port)
+                key = ((set_idx, a.ip, a.port, b.ip, b.port) if (a.ip, a.port) <= (b.ip, b.port)
+                       else (set_idx, b.ip, b.port, a.ip, a.port))
                 yield key, (offset + s.frame, s.ts, a.ip, a.port, b.ip, b.port, s.seq, s.flags, s.payload, s.ack,
                             s.truncated)
     except (CaptureError, OSError):
@@ -124,13 +156,14 @@ class _BrokerNames(dict):
         super().update(names)
 
 
-def decode_flows(rows, label: str, ports: frozenset[int] | None, end_frame: int, end_ts: float):
+def decode_flows(rows, labels: dict, ports: frozenset[int] | None, ends: dict):
     """Stage 2 over one Spark partition: rows ((flow key, frame), segment row) sorted by flow then frame.
+    A flow key starts with its rotated set's index; `labels` and `ends` (last frame, last ts) are per set.
 
     Yields tagged records:
       ("item", sort key, flow key, item)          Exchange / OrphanResponse with flow-local connection ids
-      ("conn", first frame, flow key, local id)   where each connection's first stream event is
-      ("name", broker, topic id, name, frame)     a Metadata response named a topic id
+      ("conn", (set, frame), flow key, local id)  where each connection's first stream event is
+      ("name", broker, topic id, name, (set, frame))  a Metadata response named a topic id
       ("report", DecodeReport, last ts)           this partition's protocol counters, latest exchange time
       ("stats", file index, packets, bytes, warnings)
     """
@@ -143,11 +176,11 @@ def decode_flows(rows, label: str, ports: frozenset[int] | None, end_frame: int,
             continue
         if key != flow:
             if segs:
-                yield from _decode_flow(flow, segs, label, ports, report, end_frame, end_ts, last)
+                yield from _decode_flow(flow, segs, labels[flow[0]], ports, report, *ends[flow[0]], last)
             flow, segs = key, []
         segs.append(row)
     if segs:
-        yield from _decode_flow(flow, segs, label, ports, report, end_frame, end_ts, last)
+        yield from _decode_flow(flow, segs, labels[flow[0]], ports, report, *ends[flow[0]], last)
     yield ("report", report, last[0])
 
 
@@ -187,6 +220,7 @@ def _decode_flow(flow, rows, label, ports, report, end_frame, end_ts, last):
             seen.add(ev.conn)
             firsts.append(ev.frame)
 
+    set_idx = flow[0]
     base = report.connections  # decode_events numbers this flow's connections base+1, base+2, ...
     seq = 0
     for it in decode_events(events(), label, ports, report, _Names(now, learnt)):
@@ -196,25 +230,25 @@ def _decode_flow(flow, rows, label, ports, report, end_frame, end_ts, last):
                 last[0] = ts  # the FindingsEngine's "end of capture" (RESPONSE_MISSING)
         else:
             frame = it.frame
-        yield ("item", (frame, it.conn, it.correlation_id, seq), flow, it)
+        yield ("item", (set_idx, frame, it.conn, it.correlation_id, seq), flow, it)
         seq += 1
     for i, frame in enumerate(firsts):
-        yield ("conn", frame, flow, base + 1 + i)
+        yield ("conn", (set_idx, frame), flow, base + 1 + i)
     for broker, topic_id, name, frame in learnt:
-        yield ("name", broker, topic_id, name, frame)
+        yield ("name", broker, topic_id, name, (set_idx, frame))
 
 
 # -- between stage 2 and 3: run-wide connection ids and topic names ------------------------------------------
 def finish_item(rec, conn_ids: dict, names: dict):
     """(broker, sort key, item) with the run-wide connection id and the topic names other connections taught."""
-    _tag, (frame, conn, corr, seq), flow, it = rec
+    _tag, (set_idx, frame, conn, corr, seq), flow, it = rec
     gid = conn_ids[(flow, conn)]
     if isinstance(it, Exchange):
-        it = _with_names(it, names.get(it.broker))
+        it = _with_names(it, names.get(it.broker), set_idx)
         it = _replace(it, conn=gid)
     else:
         it = OrphanResponse(gid, it.frame, it.ts, it.client, it.broker, it.correlation_id, it.file)
-    return it.broker, (frame, gid, corr, seq), it
+    return it.broker, (set_idx, frame, gid, corr, seq), it
 
 
 def _replace(ex: Exchange, **kw) -> Exchange:
@@ -223,7 +257,7 @@ def _replace(ex: Exchange, **kw) -> Exchange:
     return replace(ex, **kw)
 
 
-def _with_names(ex: Exchange, known: dict | None) -> Exchange:
+def _with_names(ex: Exchange, known: dict | None, set_idx: int) -> Exchange:
     """Name topic ids the way one sequential decode would have: from Metadata answered before this frame."""
     if not known:
         return ex
@@ -235,7 +269,7 @@ def _with_names(ex: Exchange, known: dict | None) -> Exchange:
         for p in parts:
             if p.topic is None and p.topic_id is not None:
                 hit = known.get(p.topic_id)
-                if hit is not None and hit[1] < frame:
+                if hit is not None and hit[1] < (set_idx, frame):  # files of earlier sets come first
                     p = p._replace(topic=hit[0])
                     changed = True
             out.append(p)
