@@ -32,6 +32,7 @@ _REQ_FIELDS = attrgetter("partition", "fetch_offset", "partition_max_bytes", "lo
 _RESP_FIELDS = attrgetter("partition_index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset",
                           "preferred_read_replica", "diverging_epoch", "aborted_transactions", "records")
 _new = tuple.__new__
+_NO_SNAPSHOT = (-1, -1)  # RequestPartition's snapshot_end_offset, snapshot_epoch
 
 
 def request_from_kio(v, version: int, names) -> FetchRequestBody:
@@ -41,8 +42,8 @@ def request_from_kio(v, version: int, names) -> FetchRequestBody:
     if version >= 12:
         get = _REQ_FIELDS
         for t in v.topics:
-            name, tid = _topic_key(t, version, names)
-            rows.extend([_new(RP, (name, tid, *get(p), -1, -1)) for p in t.partitions])
+            head = _topic_key(t, version, names)
+            rows.extend([_new(RP, head + get(p) + _NO_SNAPSHOT) for p in t.partitions])
     else:
         has_lso, has_cle = version >= 5, version >= 9
         for t in v.topics:
