@@ -107,7 +107,10 @@ def _sources(sc, files: list[str]):
 class _Decoded:
     """Stages 0-2 and the run-wide numbering: `items` is an RDD of (broker, sort key, item)."""
 
-    def __init__(self, spark, paths, ports):
+    def __init__(self, spark, paths, ports, timings: dict | None = None):
+        import time
+
+        t0 = time.perf_counter()
         from pyspark import StorageLevel
         from pyspark.rdd import portable_hash
 
@@ -136,6 +139,7 @@ class _Decoded:
         ports = None if ports is None else frozenset(int(p) for p in ports)
         n = max(2, sc.defaultParallelism * 2)
 
+        t1 = time.perf_counter()
         # Stage 1 (per file) and 2 (per flow, in frame order across files).
         def flow_key(kv):
             key, row = kv
@@ -146,6 +150,9 @@ class _Decoded:
         decoded = ordered.mapPartitions(lambda rows: st.decode_flows(rows, labels, ports, ends))
         decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
         small = decoded.filter(lambda r: r[0] != "item").collect()
+        if timings is not None:
+            timings["files_and_counts_s"] = t1 - t0
+            timings["segments_reassembly_decode_s"] = time.perf_counter() - t1
         self.report = _report(names, small, errors)
         self.last_ts = max((r[2] for r in small if r[0] == "report" and r[2] is not None), default=None)
         if len(errors) == len(files):
@@ -196,15 +203,20 @@ def _report(names: list[str], small: list, errors: list) -> DecodeReport:
 
 
 def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: int | None = None,
-                  cache_shards: int | None = None, spark=None):
-    """Decode and analyse captures on Spark -> fetchtool.analysis.model.Analysis (as analyze_capture)."""
+                  cache_shards: int | None = None, spark=None, timings: dict | None = None):
+    """Decode and analyse captures on Spark -> fetchtool.analysis.model.Analysis (as analyze_capture).
+
+    `timings`, when given, gets wall seconds per stage (for benchmarks/bench_spark.py)."""
+    import time
+
     spark = spark or spark_session(master)  # first: without PySpark this is the one-line SparkUnavailable
     from pyspark.rdd import portable_hash
 
     from .spark_merge import analyze_broker, merge
 
-    d = _Decoded(spark, paths, ports)
+    d = _Decoded(spark, paths, ports, timings)
     last_ts = d.last_ts
+    t = time.perf_counter()
 
     def per_broker(rows):
         broker, group = None, []
@@ -220,8 +232,13 @@ def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: 
     keyed = d.items.map(lambda bki: ((bki[0], bki[1]), bki[2]))
     parts = (keyed.repartitionAndSortWithinPartitions(d.partitions, partitionFunc=lambda k: portable_hash(k[0]))
              .mapPartitions(per_broker).collect())
+    t2 = time.perf_counter()
     d.release()
-    return merge(parts, d.report, cache_slots, cache_shards)
+    analysis = merge(parts, d.report, cache_slots, cache_shards)
+    if timings is not None:
+        timings["per_broker_analysis_s"] = t2 - t
+        timings["driver_merge_s"] = time.perf_counter() - t2
+    return analysis
 
 
 def decode_spark(paths, out_dir: str, *, master: str | None = None, ports=None, spark=None) -> DecodeReport:
