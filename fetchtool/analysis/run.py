@@ -10,11 +10,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Iterable
+from dataclasses import replace
 
 from fetchtool.exchange import FETCH_SNAPSHOT, Exchange
 
 from .findings import FindingsEngine
-from .model import Analysis, CaptureSummary, Finding
+from .model import Analysis, BrokerSummary, CaptureSummary, Finding
 from .tracker import SessionTracker
 
 
@@ -108,7 +109,8 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
     )  # fmt: skip
     return Analysis(
         capture=capture,
-        brokers=tuple(sorted(tracker.broker_summaries(), key=lambda b: b.broker)),
+        brokers=tuple(sorted((_within_cache(b, cache_slots) for b in tracker.broker_summaries()),
+                             key=lambda b: b.broker)),
         clients=tuple(sorted(tracker.client_summaries(), key=lambda c: (c.host, c.client_id or ""))),
         sessions=tuple(tracker.session_lives()),
         findings=tuple(findings),
@@ -151,3 +153,11 @@ def filtered(analysis: Analysis, client: str | None = None, broker: str | None =
     )  # fmt: skip
     brokers = tuple(b for b in analysis.brokers if broker_ok(b.broker))
     return Analysis(analysis.capture, brokers, clients, sessions, findings, analysis.savings)
+
+
+def _within_cache(b: BrokerSummary, cache_slots: int | None) -> BrokerSummary:
+    """A capture cannot see an eviction until the victim's next fetch fails, so it may count an evicted session as
+    still live; given the cache size, a broker never holds more than its slots."""
+    if cache_slots is None or b.max_live_sessions <= cache_slots:
+        return b
+    return replace(b, max_live_sessions=cache_slots)

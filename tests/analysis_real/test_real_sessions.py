@@ -147,8 +147,6 @@ def test_refused_sessions_are_counted_per_client_as_the_broker_answered_them():
     assert report["brokers"][0]["refused_creations"] == sum(refused.values())
 
 
-@pytest.mark.xfail(strict=True, reason="analyze counts an evicted session as live until its 70 is seen "
-                                       "(reported to the analysis owner)")
 def test_never_more_live_sessions_than_the_one_slot():
     report = analyze("kafka-python-cache-full", "--cache-slots", "1", "--cache-shards", "1")
     assert report["brokers"][0]["max_live_sessions"] <= 1
