@@ -17,7 +17,7 @@ from rich.console import Console
 from fetchtool.replay.clients import SESSION_MODES
 from fetchtool.replay.loading import CaptureError, load_plan, parse_int_list
 from fetchtool.replay.report import print_simulate, simulate_json
-from fetchtool.replay.simulate import DEFAULT_EVICTION_MS, DEFAULT_SHARDS, DEFAULT_SLOTS, SimConfig, simulate
+from fetchtool.replay.simulate import DEFAULT_EVICTION_MS, DEFAULT_SHARDS, DEFAULT_SLOTS, SimConfig, simulate_many
 from fetchtool.replay.tally import captured_counts
 
 
@@ -59,7 +59,7 @@ def main(
         err.print("error: no Fetch exchanges in the capture: nothing to simulate")
         raise typer.Exit(1)
     captured = captured_counts(plan)
-    results = [simulate(plan, c, sessions, seed) for c in configs]
+    results = simulate_many(plan, configs, sessions, seed)  # one worker per core when several configs are asked
     if fmt == "json":
         typer.echo(json.dumps(simulate_json(plan, captured, results), indent=2))
     else:
