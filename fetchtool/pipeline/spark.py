@@ -14,6 +14,7 @@ name order (as `mergecap -a` would number them); for one file they are Wireshark
 from __future__ import annotations
 
 import glob
+from itertools import groupby
 import os
 import sys
 from pathlib import Path
@@ -219,15 +220,10 @@ def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: 
     t = time.perf_counter()
 
     def per_broker(rows):
-        broker, group = None, []
-        for (b, key), it in rows:
-            if b != broker:
-                if group:
-                    yield analyze_broker(broker, group, last_ts, cache_slots, cache_shards)
-                broker, group = b, []
-            group.append((key, it))
-        if group:
-            yield analyze_broker(broker, group, last_ts, cache_slots, cache_shards)
+        # Streamed: a broker's exchanges go through the tracker one by one, never all in memory.
+        for broker, group in groupby(rows, key=lambda bk: bk[0][0]):
+            yield analyze_broker(broker, ((key, it) for (_b, key), it in group), last_ts, cache_slots,
+                                 cache_shards)
 
     keyed = d.items.map(lambda bki: ((bki[0], bki[1]), bki[2]))
     parts = (keyed.repartitionAndSortWithinPartitions(d.partitions, partitionFunc=lambda k: portable_hash(k[0]))

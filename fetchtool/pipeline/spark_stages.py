@@ -24,6 +24,7 @@ import os
 import re
 import tempfile
 from collections import Counter
+from itertools import groupby
 
 from fetchtool.capture.events import ConnectionClosed, Endpoint, Segment
 from fetchtool.capture.packets import CaptureStats, iter_segments
@@ -169,18 +170,14 @@ def decode_flows(rows, labels: dict, ports: frozenset[int] | None, ends: dict):
     """
     report = DecodeReport()
     last = [None]
-    flow, segs = None, []
-    for (key, _frame), row in rows:
+    # Streamed: one flow's segments are never all in memory (a long flow can be most of a capture).
+    for key, group in groupby(rows, key=lambda kr: kr[0][0]):
         if key == STATS_KEY:
-            yield ("stats", *row)
+            for _k, row in group:
+                yield ("stats", *row)
             continue
-        if key != flow:
-            if segs:
-                yield from _decode_flow(flow, segs, labels[flow[0]], ports, report, *ends[flow[0]], last)
-            flow, segs = key, []
-        segs.append(row)
-    if segs:
-        yield from _decode_flow(flow, segs, labels[flow[0]], ports, report, *ends[flow[0]], last)
+        segs = (row for _k, row in group)
+        yield from _decode_flow(key, segs, labels[key[0]], ports, report, *ends[key[0]], last)
     yield ("report", report, last[0])
 
 
