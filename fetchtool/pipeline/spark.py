@@ -14,6 +14,7 @@ name order (as `mergecap -a` would number them); for one file they are Wireshark
 from __future__ import annotations
 
 import glob
+import re
 from itertools import groupby
 import os
 import sys
@@ -88,13 +89,18 @@ def _hadoop_list(uri: str, spark) -> list[str]:
                 files.append(it.next().getPath().toString())
         else:
             files.append(s.getPath().toString())
-    return files
+    # Hadoop names local files "file:/..."; executors read those from their path like any local file.
+    return [f.removeprefix("file:") if f.startswith("file:/") and not f.startswith("file://") else f for f in files]
+
+
+def _is_uri(f: str) -> bool:
+    return re.match(r"[a-zA-Z][a-zA-Z0-9+.-]+:", f) is not None
 
 
 def _sources(sc, files: list[str]):
     """RDD of (file index, path, bytes or None): local files are read by the executors from their path."""
-    remote = [i for i, f in enumerate(files) if "://" in f]
-    local = [(i, f, None) for i, f in enumerate(files) if "://" not in f]
+    remote = [i for i, f in enumerate(files) if _is_uri(f)]
+    local = [(i, f, None) for i, f in enumerate(files) if not _is_uri(f)]
     rdd = sc.parallelize(local, max(1, len(local))) if local else None
     if remote:
         index = {files[i]: i for i in remote}
@@ -120,7 +126,7 @@ class _Decoded:
         if not files:
             raise CaptureError("no capture files found in " + ", ".join(map(str, paths)))
         src = _sources(sc, files)
-        if any("://" in f for f in files):
+        if any(_is_uri(f) for f in files):
             src = src.persist(StorageLevel.MEMORY_AND_DISK)
         # Stage 0: packet counts and time spans -> rotated sets and each file's frame offset in its set.
         counts = sorted(src.map(lambda r: st.count_packets(*r)).collect())
