@@ -11,13 +11,9 @@ from rich.console import Console
 
 from fetchtool.analysis import report_json, report_markdown, report_terminal
 from fetchtool.analysis.run import analyze_capture, filtered
+from fetchtool.commands.output import emit, fail
 
 FORMATS = ("table", "json", "markdown")
-
-
-def fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
 
 
 def load(captures: List[Path], ports, cache_slots, cache_shards, engine: str = "polars", master=None):
@@ -76,10 +72,4 @@ def main(
         buf = io.StringIO()
         report_terminal.render(analysis, Console(file=buf, width=160, force_terminal=False))
         text = buf.getvalue()
-    if output is None:
-        typer.echo(text, nl=False)
-    else:
-        try:
-            output.write_text(text)
-        except OSError as exc:
-            fail(f"cannot write {output}: {exc.strerror or exc}")
+    emit(text, output)

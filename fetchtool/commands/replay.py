@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from fetchtool.commands.output import fail, warn
 from fetchtool.replay.clients import SESSION_MODES
 from fetchtool.replay.driver import ReplayError, ReplayOptions, ReplayRun, replay
 from fetchtool.replay.loading import CaptureError, load_plan
@@ -43,27 +44,21 @@ def main(
 ) -> None:
     err = Console(stderr=True)
     if fmt not in ("table", "json"):
-        err.print(f"error: --format must be table or json, not {fmt!r}")
-        raise typer.Exit(2)
+        fail(f"--format must be table or json, not {fmt!r}", 2)
     if sessions not in SESSION_MODES:
-        err.print(f"error: --sessions must be one of {', '.join(SESSION_MODES)}, not {sessions!r}")
-        raise typer.Exit(2)
+        fail(f"--sessions must be one of {', '.join(SESSION_MODES)}, not {sessions!r}", 2)
     if speed <= 0:
-        err.print("error: --speed must be > 0")
-        raise typer.Exit(2)
+        fail("--speed must be > 0", 2)
     if cache_slots < 0 or cache_shards < 1 or eviction_ms < 0:
-        err.print("error: --cache-slots >= 0, --cache-shards >= 1, --eviction-ms >= 0")
-        raise typer.Exit(2)
+        fail("--cache-slots >= 0, --cache-shards >= 1, --eviction-ms >= 0", 2)
     try:
         plan, warnings = load_plan(capture, port or None)
     except CaptureError as exc:
-        err.print(f"error: {exc}")
-        raise typer.Exit(1) from None
+        fail(str(exc))
     for w in warnings:
-        err.print(f"warning: {w}")
+        warn(w)
     if not plan.streams:
-        err.print("error: no Fetch exchanges in the capture: nothing to replay")
-        raise typer.Exit(1)
+        fail("no Fetch exchanges in the capture: nothing to replay")
     if dry_run:
         if fmt == "json":
             typer.echo(json.dumps({"plan": plan.summary(), "expected_duration_s":
@@ -85,8 +80,7 @@ def main(
         run.interrupted = True
         err.print("interrupted: partial report")
     except ReplayError as exc:
-        err.print(f"error: {exc}")
-        raise typer.Exit(1) from None
+        fail(str(exc))
     captured = captured_counts(plan)
     if fmt == "json":
         typer.echo(json.dumps(replay_json(run, captured), indent=2))

@@ -10,12 +10,9 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
+from fetchtool.commands.output import emit, fail
+
 FORMATS = ("table", "json", "jsonl", "markdown")
-
-
-def fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
 
 
 def _matches(ex, client: str | None, broker: str | None) -> bool:
@@ -68,10 +65,4 @@ def main(
         console = Console(width=160, record=True, force_terminal=False, file=io.StringIO())
         console.print(savings_report.terminal(result))
         text = console.export_text()
-    if output is None:
-        typer.echo(text, nl=False)
-    else:
-        try:
-            output.write_text(text)
-        except OSError as exc:
-            fail(f"cannot write {output}: {exc.strerror or exc}")
+    emit(text, output)

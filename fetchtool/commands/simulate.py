@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from fetchtool.commands.output import fail, warn
 from fetchtool.replay.clients import SESSION_MODES
 from fetchtool.replay.loading import CaptureError, load_plan, parse_int_list
 from fetchtool.replay.report import print_simulate, simulate_json
@@ -35,13 +36,10 @@ def main(
     seed: int = typer.Option(0, "--seed", help="seed for the session ids the simulated brokers hand out."),
     fmt: str = typer.Option("table", "--format", help="table | json"),
 ) -> None:
-    err = Console(stderr=True)
     if fmt not in ("table", "json"):
-        err.print(f"error: --format must be table or json, not {fmt!r}")
-        raise typer.Exit(2)
+        fail(f"--format must be table or json, not {fmt!r}", 2)
     if sessions not in SESSION_MODES:
-        err.print(f"error: --sessions must be one of {', '.join(SESSION_MODES)}, not {sessions!r}")
-        raise typer.Exit(2)
+        fail(f"--sessions must be one of {', '.join(SESSION_MODES)}, not {sessions!r}", 2)
     try:
         configs = [
             SimConfig(s, k, e)
@@ -51,13 +49,11 @@ def main(
         ]
         plan, warnings = load_plan(capture, port or None)
     except CaptureError as exc:
-        err.print(f"error: {exc}")
-        raise typer.Exit(1) from None
+        fail(str(exc))
     for w in warnings:
-        err.print(f"warning: {w}")
+        warn(w)
     if not plan.streams:
-        err.print("error: no Fetch exchanges in the capture: nothing to simulate")
-        raise typer.Exit(1)
+        fail("no Fetch exchanges in the capture: nothing to simulate")
     captured = captured_counts(plan)
     results = simulate_many(plan, configs, sessions, seed)  # one worker per core when several configs are asked
     if fmt == "json":
