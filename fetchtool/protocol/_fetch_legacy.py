@@ -12,6 +12,7 @@ from kafka.protocol.consumer.fetch import FetchRequest as KpFetchRequest
 from kafka.protocol.consumer.fetch import FetchResponse as KpFetchResponse
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
+from ._fetch_kio import _runs  # consecutive rows of one topic: one topic entry on the wire
 from .codec import INT32_MAX, ZERO_UUID, FetchRequestBody, FetchResponseBody
 from .records import EMPTY, summarize
 
@@ -75,17 +76,6 @@ def response_from_kp(v, version: int, keep_records: bool, names=None) -> FetchRe
         error_code=v.error_code if version >= 7 else 0, session_id=v.session_id if version >= 7 else 0,
         partitions=tuple(rows), records=None if blobs is None else tuple(blobs),
     )
-
-
-def _runs(rows, key):
-    out: list[tuple[object, list]] = []
-    for r in rows:
-        k = key(r)
-        if out and out[-1][0] == k:
-            out[-1][1].append(r)
-        else:
-            out.append((k, [r]))
-    return out
 
 
 def _topic_kw(version: int, key) -> dict:
