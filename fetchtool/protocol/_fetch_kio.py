@@ -164,19 +164,24 @@ def _topic_kwargs(version: int, key) -> dict:
     return {"topic": name or ""}
 
 
+def request_partition_fields(r: RequestPartition, version: int) -> dict:
+    """A request partition's fields as both libraries name them, for the fields `version` has."""
+    kw = dict(partition=r.partition, fetch_offset=r.fetch_offset, partition_max_bytes=r.partition_max_bytes)
+    if version >= 5:
+        kw["log_start_offset"] = r.log_start_offset
+    if version >= 9:
+        kw["current_leader_epoch"] = r.current_leader_epoch
+    if version >= 12:
+        kw["last_fetched_epoch"] = r.last_fetched_epoch
+    return kw
+
+
 def request_to_kio(b: FetchRequestBody, version: int, mod):
     topics = []
     for key, rows in _runs(b.partitions, lambda r: (r.topic, r.topic_id)):
         parts = []
         for r in rows:
-            kw = dict(partition=r.partition, fetch_offset=r.fetch_offset, partition_max_bytes=r.partition_max_bytes)
-            if version >= 5:
-                kw["log_start_offset"] = r.log_start_offset
-            if version >= 9:
-                kw["current_leader_epoch"] = r.current_leader_epoch
-            if version >= 12:
-                kw["last_fetched_epoch"] = r.last_fetched_epoch
-            parts.append(mod.FetchPartition(**kw))
+            parts.append(mod.FetchPartition(**request_partition_fields(r, version)))
         topics.append(mod.FetchTopic(partitions=tuple(parts), **_topic_kwargs(version, key)))
     kw = dict(max_wait=_td(b.max_wait_ms), min_bytes=b.min_bytes, topics=tuple(topics))
     if version >= 15:

@@ -12,7 +12,7 @@ from kafka.protocol.consumer.fetch import FetchRequest as KpFetchRequest
 from kafka.protocol.consumer.fetch import FetchResponse as KpFetchResponse
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
-from ._fetch_kio import _runs  # consecutive rows of one topic: one topic entry on the wire
+from ._fetch_kio import _runs, request_partition_fields
 from .codec import INT32_MAX, ZERO_UUID, FetchRequestBody, FetchResponseBody
 from .records import EMPTY, summarize
 
@@ -91,14 +91,7 @@ def request_to_kp(b: FetchRequestBody, version: int):
     for key, rows in _runs(b.partitions, lambda r: (r.topic, r.topic_id)):
         parts = []
         for r in rows:
-            kw = dict(partition=r.partition, fetch_offset=r.fetch_offset, partition_max_bytes=r.partition_max_bytes)
-            if version >= 5:
-                kw["log_start_offset"] = r.log_start_offset
-            if version >= 9:
-                kw["current_leader_epoch"] = r.current_leader_epoch
-            if version >= 12:
-                kw["last_fetched_epoch"] = r.last_fetched_epoch
-            parts.append(R.FetchTopic.FetchPartition(version=version, **kw))
+            parts.append(R.FetchTopic.FetchPartition(version=version, **request_partition_fields(r, version)))
         topics.append(R.FetchTopic(version=version, partitions=parts, **_topic_kw(version, key)))
     kw = dict(max_wait_ms=b.max_wait_ms, min_bytes=b.min_bytes, topics=topics)
     if version >= 15:
