@@ -1,4 +1,4 @@
-"""The analysis pipeline: decode -> track sessions -> findings -> (savings) -> one Analysis object.
+"""The analysis pipeline: decode -> track sessions -> findings -> savings -> one Analysis object.
 
 Streaming: exchanges are consumed one by one and dropped; only per-session and per-client state is kept.
 `analyze_items` is the core (any iterable of Exchange / OrphanResponse, e.g. from another engine);
@@ -7,15 +7,13 @@ Streaming: exchanges are consumed one by one and dropped; only per-session and p
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections.abc import Iterable
-from dataclasses import replace
 
 from fetchtool.exchange import FETCH_SNAPSHOT, Exchange
 
 from .findings import FindingsEngine
-from .model import Analysis, BrokerSummary, CaptureSummary, Finding
+from .model import Analysis, CaptureSummary, Finding
+from .savings import SavingsEstimator
 from .tracker import SessionTracker
 
 
@@ -44,37 +42,21 @@ class _Totals:
         if ex.response_partitions:
             self.records += sum(p.records_bytes for p in ex.response_partitions)
 
+    def merge(self, other: _Totals) -> None:
+        """Add another part's totals (the Spark engine's per-broker parts)."""
+        for name in ("exchanges", "fetch", "snapshot", "request_bytes", "response_bytes", "records"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for t in (other.first_ts, other.last_ts):
+            if t is not None:
+                self.first_ts = t if self.first_ts is None else min(self.first_ts, t)
+                self.last_ts = t if self.last_ts is None else max(self.last_ts, t)
 
-class _SavingsTap:
-    """Feeds fetchtool.analysis.savings when that module exists (it is written separately).
-
-    Expected API (either): `SavingsEstimator()` with `.feed(exchange)` and `.result() -> dict`, or a function
-    `estimate(exchanges) -> dict` (then exchanges would have to be kept, so the estimator form is preferred).
-    """
-
-    def __init__(self) -> None:
-        self.estimator = None
-        if importlib.util.find_spec("fetchtool.analysis.savings") is None:
-            return
-        try:
-            mod = importlib.import_module("fetchtool.analysis.savings")
-            cls = getattr(mod, "SavingsEstimator", None)
-            self.estimator = cls() if cls is not None else None
-        except Exception:  # noqa: BLE001 - a broken optional module must not break the analysis
-            self.estimator = None
-
-    def feed(self, ex: Exchange) -> None:
-        if self.estimator is not None:
-            self.estimator.feed(ex)
-
-    def result(self) -> dict:
-        if self.estimator is None:
-            return {}
-        try:
-            out = self.estimator.result()
-            return out.to_json() if hasattr(out, "to_json") else dict(out)
-        except Exception:  # noqa: BLE001
-            return {}
+    def capture_summary(self, files, decode: dict) -> CaptureSummary:
+        return CaptureSummary(
+            files=tuple(files), exchanges=self.exchanges, fetch_exchanges=self.fetch, snapshot_exchanges=self.snapshot,
+            first_ts=self.first_ts, last_ts=self.last_ts, request_bytes=self.request_bytes,
+            response_bytes=self.response_bytes, records_bytes=self.records, decode=decode,
+        )  # fmt: skip
 
 
 def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: int | None = None,
@@ -83,7 +65,7 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
     tracker = SessionTracker()
     engine = FindingsEngine(cache_slots, cache_shards)
     totals = _Totals()
-    savings = _SavingsTap()
+    savings = SavingsEstimator()
     seen_files: dict[str, None] = dict.fromkeys(files)
     for it in items:
         if isinstance(it, Exchange):
@@ -101,20 +83,14 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
             engine.capture_gap(", ".join(decode_report.files), None, None, None, None, decode_report.lost_bytes,
                                gaps=decode_report.gaps)
     findings = engine.finish(tracker)
-    capture = CaptureSummary(
-        files=tuple(seen_files), exchanges=totals.exchanges, fetch_exchanges=totals.fetch,
-        snapshot_exchanges=totals.snapshot, first_ts=totals.first_ts, last_ts=totals.last_ts,
-        request_bytes=totals.request_bytes, response_bytes=totals.response_bytes, records_bytes=totals.records,
-        decode=decode,
-    )  # fmt: skip
+    capture = totals.capture_summary(seen_files, decode)
     return Analysis(
         capture=capture,
-        brokers=tuple(sorted((_within_cache(b, cache_slots) for b in tracker.broker_summaries()),
-                             key=lambda b: b.broker)),
+        brokers=tuple(sorted(tracker.broker_summaries(cache_slots), key=lambda b: b.broker)),
         clients=tuple(sorted(tracker.client_summaries(), key=lambda c: (c.host, c.client_id or ""))),
         sessions=tuple(tracker.session_lives()),
         findings=tuple(findings),
-        savings=savings.result(),
+        savings=savings.result().to_json(),
     )
 
 
@@ -153,11 +129,3 @@ def filtered(analysis: Analysis, client: str | None = None, broker: str | None =
     )  # fmt: skip
     brokers = tuple(b for b in analysis.brokers if broker_ok(b.broker))
     return Analysis(analysis.capture, brokers, clients, sessions, findings, analysis.savings)
-
-
-def _within_cache(b: BrokerSummary, cache_slots: int | None) -> BrokerSummary:
-    """A capture cannot see an eviction until the victim's next fetch fails, so it may count an evicted session as
-    still live; given the cache size, a broker never holds more than its slots."""
-    if cache_slots is None or b.max_live_sessions <= cache_slots:
-        return b
-    return replace(b, max_live_sessions=cache_slots)

@@ -61,6 +61,16 @@ class Tally(ByteSums):
         self.reencode_checked = self.reencode_mismatches = 0
         self.versions: dict[int, int] = {}
 
+    def merge(self, other: Tally) -> None:
+        """Add another tally's sums (the Spark engine's per-broker estimates)."""
+        for name in self.__slots__:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if isinstance(theirs, dict):
+                for k, v in theirs.items():
+                    mine[k] = mine.get(k, 0) + v
+            else:
+                setattr(self, name, mine + theirs)
+
     def add(self, s: ExchangeSavings) -> None:
         self.exchanges += 1
         self.actual_request_bytes += s.actual_request_bytes
@@ -218,6 +228,19 @@ class SavingsEstimator:
             t = self.per_broker[ex.broker] = Tally()
         t.add(s)
         return s
+
+    def merge(self, other: SavingsEstimator) -> None:
+        """Fold in an estimate of other streams (state is per client stream, so per-broker estimates add up to
+        the one-pass estimate). The other's per-stream models are not taken: only its results are."""
+        self.total.merge(other.total)
+        for mine, theirs in ((self.per_client, other.per_client), (self.per_broker, other.per_broker)):
+            for key, tally in theirs.items():
+                mine.setdefault(key, Tally()).merge(tally)
+        for file, (first, last) in other.spans.items():
+            span = self.spans.setdefault(file, [first, last])
+            span[0], span[1] = min(span[0], first), max(span[1], last)
+        self.snapshot_exchanges += other.snapshot_exchanges
+        self.model_errors += other.model_errors
 
     def _adopt(self, ex: Exchange) -> StreamModel:
         """A new connection that continues a session of an earlier one (clients keep their session across

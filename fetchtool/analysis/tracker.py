@@ -168,10 +168,13 @@ class TrackedBroker:
         self.errors: Counter = Counter()
         self.granted = False  # ever answered with a session id (created or incremental)
 
-    def summary(self, seen: int) -> BrokerSummary:
+    def summary(self, seen: int, cache_slots: int | None = None) -> BrokerSummary:
+        # A capture cannot see an eviction until the victim's next fetch fails, so an evicted session may still
+        # count as live; given the cache size, a broker never holds more than its slots.
+        live = self.max_live if cache_slots is None else min(self.max_live, cache_slots)
         return BrokerSummary(
             broker=self.broker, exchanges=self.exchanges, clients=len(self.clients),
-            sessions_created=len(self.created), sessions_seen=seen, max_live_sessions=self.max_live,
+            sessions_created=len(self.created), sessions_seen=seen, max_live_sessions=live,
             refused_creations=self.refused, errors={str(k): v for k, v in sorted(self.errors.items())},
         )  # fmt: skip
 
@@ -399,9 +402,9 @@ class SessionTracker:
     def client_summaries(self) -> list[ClientSummary]:
         return [c.summary() for c in self.clients.values()]
 
-    def broker_summaries(self) -> list[BrokerSummary]:
+    def broker_summaries(self, cache_slots: int | None = None) -> list[BrokerSummary]:
         seen = Counter(s.broker for s in self.sessions)
-        return [b.summary(seen[b.broker]) for b in self.brokers.values()]
+        return [b.summary(seen[b.broker], cache_slots) for b in self.brokers.values()]
 
     def session_lives(self) -> list[SessionLife]:
         return [s.life() for s in self.sessions]

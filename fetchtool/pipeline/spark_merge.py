@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from itertools import islice
 
 from fetchtool.analysis.findings import FindingsEngine
-from fetchtool.analysis.model import Analysis, CaptureSummary, ClientSummary
-from fetchtool.analysis.run import _SavingsTap, _Totals
+from fetchtool.analysis.model import Analysis, ClientSummary
+from fetchtool.analysis.run import _Totals
+from fetchtool.analysis.savings import SavingsEstimator
 from fetchtool.analysis.tracker import SessionTracker, host_of
 from fetchtool.exchange import Exchange
 
@@ -45,7 +46,7 @@ class BrokerPart:
     sessions: list  # (first sort key, SessionLife)
     clients: dict  # (host, client id) -> _Client
     findings: list  # (index, Finding)
-    savings: object  # SavingsEstimator or None
+    savings: SavingsEstimator
     first_key: tuple = ()
     files: dict = field(default_factory=dict)  # file -> first sort key
 
@@ -61,7 +62,7 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
     engine = FindingsEngine(cache_slots, cache_shards)
     engine.last_ts = last_ts  # RESPONSE_MISSING compares with the end of the whole capture, not of this broker
     totals = _Totals()
-    savings = _SavingsTap()
+    savings = SavingsEstimator()
     first_seen: dict[int, tuple] = {}  # id(TrackedSession) -> sort key
     notes: dict[tuple, _Client] = {}
     first_key = None
@@ -102,11 +103,10 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
         c.errors.update(tc.errors)
         c.exchanges = tc.exchanges
     sessions = [(first_seen[id(s)], s.life()) for s in tracker.sessions]
-    est = savings.estimator
-    if est is not None:  # per-stream models are not needed any more: do not ship them to the driver
-        est.streams, est._by_session = {}, {}
-    return BrokerPart(broker, totals, tracker.broker_summaries(), sessions, notes, list(enumerate(findings)),
-                      savings.estimator, first_key or (), files)
+    # per-stream models are not needed any more: do not ship them to the driver
+    savings.streams, savings._by_session = {}, {}
+    return BrokerPart(broker, totals, tracker.broker_summaries(cache_slots), sessions, notes,
+                      list(enumerate(findings)), savings, first_key or (), files)
 
 
 def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards=None) -> Analysis:
@@ -114,17 +114,7 @@ def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards
     parts = sorted(parts, key=lambda p: p.first_key)
     totals = _Totals()
     for p in parts:
-        t = p.totals
-        totals.exchanges += t.exchanges
-        totals.fetch += t.fetch
-        totals.snapshot += t.snapshot
-        totals.request_bytes += t.request_bytes
-        totals.response_bytes += t.response_bytes
-        totals.records += t.records
-        for ts in (t.first_ts, t.last_ts):
-            if ts is not None:
-                totals.first_ts = ts if totals.first_ts is None else min(totals.first_ts, ts)
-                totals.last_ts = ts if totals.last_ts is None else max(totals.last_ts, ts)
+        totals.merge(p.totals)
     files = _ordered(p.files for p in parts)  # as analyze_items: files that had exchanges, in request order
     decode = {}
     findings = []
@@ -137,12 +127,7 @@ def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards
             gap.capture_gap(", ".join(decode_report.files), None, None, None, None, decode_report.lost_bytes,
                             gaps=decode_report.gaps)
             findings.extend(((f.sort_key, len(parts), i), f) for i, f in enumerate(gap.finish(SessionTracker())))
-    capture = CaptureSummary(
-        files=tuple(files), exchanges=totals.exchanges, fetch_exchanges=totals.fetch,
-        snapshot_exchanges=totals.snapshot, first_ts=totals.first_ts, last_ts=totals.last_ts,
-        request_bytes=totals.request_bytes, response_bytes=totals.response_bytes, records_bytes=totals.records,
-        decode=decode,
-    )  # fmt: skip
+    capture = totals.capture_summary(files, decode)
     sessions = sorted((s for p in parts for s in p.sessions), key=lambda ks: ks[0])
     return Analysis(
         capture=capture,
@@ -186,57 +171,9 @@ def _merge_clients(parts: list[BrokerPart]) -> list[ClientSummary]:
     return out
 
 
-def _merge_savings(estimators: list) -> dict:
-    """Savings state is per (client, broker) stream, so per-broker estimators add up to the one-pass estimate.
-
-    The estimator has no merge method; its accumulated state is merged field by field, by kind: tallies and
-    counts add up, [first, last] spans and first/last timestamps widen. Per-stream models are not merged
-    (they are per broker already and not needed for the result).
-    """
-    estimators = [e for e in estimators if e is not None]
-    if not estimators:
-        return {}
-    try:
-        merged = type(estimators[0])()
-        for e in estimators:
-            for name, value in vars(e).items():
-                if name in ("streams", "_by_session"):
-                    continue
-                setattr(merged, name, _merge_value(name, getattr(merged, name), value))
-        out = merged.result()
-        return out.to_json() if hasattr(out, "to_json") else dict(out)
-    except Exception:  # noqa: BLE001 - as _SavingsTap: a broken optional module must not break the analysis
-        return {}
-
-
-def _merge_value(name: str, a, b):
-    if b is None:
-        return a
-    if a is None:
-        return b
-    if hasattr(type(b), "__slots__") and not isinstance(b, (int, float, list, dict, tuple)):
-        _add_tally(a, b)
-        return a
-    if isinstance(b, dict):
-        for k, v in b.items():
-            a[k] = _merge_value(name, a.get(k), v)
-        return a
-    if isinstance(b, list) and len(b) == 2 and len(a) == 2:  # a [first, last] span
-        return [min(a[0], b[0]), max(a[1], b[1])]
-    if isinstance(b, (int, float)) and not isinstance(b, bool):
-        if name.startswith("first"):
-            return min(a, b)
-        if name.startswith("last"):
-            return max(a, b)
-        return a + b
-    return a
-
-
-def _add_tally(into, t) -> None:
-    for name in type(t).__slots__:
-        a, b = getattr(into, name), getattr(t, name)
-        if isinstance(b, dict):
-            for k, v in b.items():
-                a[k] = a.get(k, 0) + v
-        else:
-            setattr(into, name, a + b)
+def _merge_savings(estimators: list[SavingsEstimator]) -> dict:
+    """Savings state is per (client, broker) stream, so per-broker estimates add up to the one-pass estimate."""
+    merged = SavingsEstimator()
+    for e in estimators:
+        merged.merge(e)
+    return merged.result().to_json()

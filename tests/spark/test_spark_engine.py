@@ -60,6 +60,14 @@ def test_spark_report_equals_polars_report(spark, capture):
     assert report(analyze_spark([capture], spark=spark)) == report(analyze_capture([capture]))
 
 
+def test_the_given_cache_size_shapes_both_reports_alike(spark):
+    # The real one-slot capture: with --cache-slots 1 both engines cap live sessions and name the evictors.
+    capture = CAPTURES / "scenarios-real" / "kafka-python-cache-full.pcap"
+    expected = report(analyze_capture([capture], cache_slots=1, cache_shards=1))
+    assert [b["max_live_sessions"] for b in expected["brokers"]] == [1]
+    assert report(analyze_spark([capture], spark=spark, cache_slots=1, cache_shards=1)) == expected
+
+
 @pytest.mark.parametrize("name", ["kafka-python-tansu.pcap", "scenarios/eviction-thrash.pcap"])
 def test_rotated_files_give_the_unsplit_report(spark, tmp_path, name):
     unsplit = CAPTURES / name
