@@ -18,8 +18,9 @@ import os
 from collections.abc import Iterable, Iterator
 
 from .capture.events import ConnectionClosed, StreamData, StreamGap
-from .capture.packets import CaptureStats, iter_segments
+from .capture.packets import CaptureStats
 from .capture.reader import CaptureError
+from .capture.streams import stream_events
 from .exchange import Exchange
 from .protocol.connection import DecodeContext, KafkaConnection, OrphanResponse
 from .protocol.report import DecodeReport
@@ -44,7 +45,7 @@ class DecodeRun:
             label = os.path.basename(os.fspath(path))
             self.report.files.append(label)
             try:
-                events = _stream_events(path, stats)
+                events = stream_events(path, stats)
                 yield from decode_events(events, label, self.ports, self.report, self._topic_names)
                 read_any = True
             except CaptureError as exc:
@@ -70,17 +71,6 @@ class DecodeRun:
 def decode_capture(paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None) -> DecodeRun:
     """Decode capture files. `ports`: the brokers' ports (else each connection's broker side is detected)."""
     return DecodeRun(paths, ports)
-
-
-def _stream_events(path, stats: CaptureStats):
-    from .capture.reassembly import TcpReassembler  # written alongside; imported late so protocol/ tests run alone
-
-    reasm = TcpReassembler()
-    frame, ts = 0, 0.0
-    for seg in iter_segments(path, stats):
-        frame, ts = seg.frame, seg.ts
-        yield from reasm.feed(seg)
-    yield from reasm.finish(frame, ts)
 
 
 def decode_events(

@@ -1,19 +1,20 @@
 """What the capture layer hands to the Kafka layer: TCP segments in, ordered stream events out.
 
 These are the contract between `capture/` (reader, link layers, reassembly) and `protocol/` (framing,
-pairing). Everything is a frozen dataclass; frame numbers are Wireshark's (1-based record number in the file).
+pairing). Every event is a frozen dataclass; frame numbers are Wireshark's (1-based record number in the file).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # TCP flag bits as in the TCP header's flags byte.
 FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
+class Endpoint(NamedTuple):
+    # A value, not an event: a NamedTuple so that hashing it (reassembly does, twice per packet) runs in C.
     ip: str  # dotted IPv4 or compressed IPv6 (ipaddress module's str())
     port: int
 
@@ -36,6 +37,8 @@ class Segment:
     # Added by the capture layer (defaults keep older callers working):
     ack: int = 0  # acknowledgment number (meaningful when flags has ACK): the peer's evidence of lost bytes
     truncated: int = 0  # payload bytes the snaplen cut off right after `payload` (they are a known gap)
+    at: int = -1  # file offset of `payload` in a memory-mapped capture (-1: not mapped), so that another
+    #               process reading the same file can be told where the bytes are instead of sent them
 
 
 @dataclass(frozen=True, slots=True)

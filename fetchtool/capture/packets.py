@@ -12,6 +12,7 @@ reused, so the per-packet cost is header unpacking plus one dict lookup (the des
 from __future__ import annotations
 
 import ipaddress
+import mmap
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -94,7 +95,8 @@ def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None) ->
             if truncated:
                 warnings[W_TRUNCATED] += 1
             segments += 1
-            yield _segment(frame, ts, pair[0], pair[1], seq, flags, buf[pay:stop], ack, truncated)
+            yield _segment(frame, ts, pair[0], pair[1], seq, flags, buf[pay:stop], ack, truncated,
+                           pay if type(buf) is mmap.mmap else -1)
     finally:
         stats.packets += packets
         stats.bytes += nbytes

@@ -178,6 +178,13 @@ def decodes_response(api_key: int, version: int) -> bool:
 def decode_request(api_key: int, version: int, body, topic_names: Mapping[str, str] | None = None):
     """FetchRequestBody for Fetch/FetchSnapshot, ClientSoftware for ApiVersions v3+; else UnsupportedApi."""
     if api_key == FETCH:
+        if version >= 12:
+            from ._fetch_flex import read_request
+
+            try:
+                return read_request(body, version, topic_names)
+            except Exception:  # noqa: BLE001  (not the plain shape, or damaged: kio and kafka-python judge it)
+                pass
         if version >= 4:
             from ._fetch_kio import request_from_kio
 
@@ -207,6 +214,13 @@ def decode_response(
 ):
     """FetchResponseBody for Fetch/FetchSnapshot, TopicNames for Metadata v10+; else UnsupportedApi."""
     if api_key == FETCH:
+        if version >= 12:
+            from ._fetch_flex import read_response
+
+            try:
+                return read_response(body, version, topic_names, keep_records)
+            except Exception:  # noqa: BLE001  (not the plain shape, or damaged: kio and kafka-python judge it)
+                pass
         if version >= 4:
             from ._fetch_kio import response_from_kio
 

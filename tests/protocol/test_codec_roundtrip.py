@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from fetchtool.exchange import ForgottenPartition, RequestPartition, ResponsePartition
-from fetchtool.protocol import codec
+from fetchtool.protocol import _fetch_flex, codec
+from fetchtool.protocol._fetch_kio import request_from_kio, response_from_kio
 from fetchtool.protocol._fetch_legacy import request_from_kp, request_to_kp, response_from_kp, response_to_kp
 from fetchtool.protocol.records import summarize
 from kafka.protocol.consumer.fetch import FetchRequest as KpReq, FetchResponse as KpResp
@@ -57,7 +58,7 @@ def fetch_requests(draw, version):
             topic, tid = draw(topic_keys(version))
             forgotten += [ForgottenPartition(topic, tid, p) for p in draw(st.lists(st.integers(0, 99), min_size=1, max_size=3))]
     return codec.FetchRequestBody(
-        replica_id=draw(st.integers(-3, 2**31 - 1)), max_wait_ms=draw(st.integers(0, 2**31 - 1)),
+        replica_id=draw(st.one_of(st.just(-1), st.integers(-3, 2**31 - 1))), max_wait_ms=draw(st.integers(0, 2**31 - 1)),
         min_bytes=draw(i32), max_bytes=draw(i32) if version >= 3 else codec.INT32_MAX,
         isolation_level=draw(st.integers(0, 1)) if version >= 4 else 0,
         session_id=draw(i32) if version >= 7 else 0, session_epoch=draw(i32) if version >= 7 else -1,
@@ -104,6 +105,14 @@ def test_fetch_request_round_trip_and_cross_decode(version):
         # kafka-python encodes the same message to the same bytes and decodes it to the same rows
         assert request_to_kp(req, version).encode(version=version) == raw
         assert request_from_kp(KpReq.decode(raw, version=version), version) == req
+        if version >= 12:
+            if version >= 15 and req.replica_id != -1:
+                # a follower's ReplicaState is a tagged field: the fast path leaves such bodies to kio
+                with pytest.raises(_fetch_flex.Unhandled):
+                    _fetch_flex.read_request(raw, version, None)
+            else:  # the plain shape: the fast path reads exactly what kio's entities give
+                assert _fetch_flex.read_request(raw, version, None) == req
+            assert request_from_kio(codec._kio_read(1, version, "request", raw), version, None) == req
 
     check()
 
@@ -118,6 +127,31 @@ def test_fetch_response_round_trip_and_cross_decode(version):
         assert got == resp
         assert response_to_kp(resp, version).encode(version=version) == raw
         assert response_from_kp(KpResp.decode(raw, version=version), version, True) == resp
+        if version >= 12:
+            kio_rows = response_from_kio(codec._kio_read(1, version, "response", raw), version, None, True)
+            assert kio_rows == resp
+            if any(p.diverging_epoch != -1 for p in resp.partitions):
+                # a diverging epoch is a tagged field: the fast path leaves such bodies to kio
+                with pytest.raises(_fetch_flex.Unhandled):
+                    _fetch_flex.read_response(raw, version, None, True)
+            else:
+                assert _fetch_flex.read_response(raw, version, None, True) == resp
+
+    check()
+
+
+@pytest.mark.parametrize("version", range(12, 19))
+def test_fetch_fast_path_leaves_unusual_bodies_to_kio(version):
+    # Damaged bodies: the fast path never returns rows kio would not; the codec's answer is kio's.
+    @SETTINGS
+    @given(fetch_responses(version), st.data())
+    def check(resp, data):
+        raw = codec.encode_response(1, version, resp)
+        cut = raw[: data.draw(st.integers(0, len(raw) - 1))]
+        extra = raw + data.draw(st.binary(min_size=1, max_size=3))
+        for body in (cut, extra):
+            with pytest.raises(Exception):
+                _fetch_flex.read_response(body, version, None, False)
 
     check()
 

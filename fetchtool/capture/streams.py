@@ -1,0 +1,266 @@
+"""A capture file's ordered TCP stream events, read in this process or in a second one.
+
+    for event in stream_events(path, stats):       # StreamData / StreamGap / ConnectionClosed, in file order
+        ...
+
+Reading, link layers and reassembly are ~40% of a decode and do not depend on the Kafka layer after them, so on
+a large capture they run in a forked child while this process decodes Kafka: the two halves overlap on two
+cores. The child sends its events in batches over a pipe (a packed descriptor per event, the payload bytes,
+each Endpoint once) and this process rebuilds identical frozen events, in the same order. The child's stats
+and a CaptureError travel at the end. If the consumer stops early (a closed pipe, Ctrl-C), the child is killed
+and reaped. Small, compressed or unforkable inputs are read in this process: a fork is not worth it there.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import pickle
+import signal
+import struct
+from collections.abc import Iterator
+
+from ._fast import fast_constructor
+from .events import ConnectionClosed, Endpoint, StreamData, StreamEvent, StreamGap
+from .packets import CaptureStats, iter_segments
+from .reader import PCAPNG_SHB, PCAP_MAGICS, RELEASE_EVERY, CaptureError
+from .reassembly import TcpReassembler
+
+__all__ = ["stream_events", "stream_events_here", "stream_events_in_child", "BACKGROUND_MIN_BYTES"]
+
+BACKGROUND_MIN_BYTES = 16 * 1024 * 1024  # below this the fork costs more than the overlap gains
+_BATCH_BYTES = 1 << 20
+_BATCH_EVENTS = 2048
+
+_DATA, _GAP, _CLOSED, _ENDPOINT = range(4)
+_REASONS = ("fin", "rst", "reused", "end_of_capture")
+# kind, conn, src, dst, frame, ts, length (data) / lost bytes / reason, file offset of the data (-1: in the batch)
+_DESC = struct.Struct("=BIIIIdQq")
+_HEAD = struct.Struct("=iI")  # descriptors in the batch (-1: the final message), data bytes
+_data = fast_constructor(StreamData)
+_gap = fast_constructor(StreamGap)
+_closed = fast_constructor(ConnectionClosed)
+
+
+def stream_events(path, stats: CaptureStats) -> Iterator[StreamEvent]:
+    """The events of one capture file; in a child process when the file is large enough to gain from it."""
+    if _worth_a_child(path):
+        return stream_events_in_child(path, stats)
+    return stream_events_here(path, stats)
+
+
+def stream_events_here(path, stats: CaptureStats) -> Iterator[StreamEvent]:
+    reasm = TcpReassembler()
+    frame, ts = 0, 0.0
+    for seg in iter_segments(path, stats):
+        frame, ts = seg.frame, seg.ts
+        yield from reasm.feed(seg)
+    yield from reasm.finish(frame, ts)
+
+
+def _worth_a_child(path) -> bool:
+    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or os.environ.get("FETCHTOOL_ONE_PROCESS"):
+        return False
+    try:
+        if os.path.getsize(path) < BACKGROUND_MIN_BYTES:
+            return False
+        with open(path, "rb") as fh:  # an uncompressed capture: gzip streams are read where they are decoded
+            magic = struct.unpack("<I", fh.read(4).ljust(4, b"\0"))[0]
+        return magic in PCAP_MAGICS or magic == PCAPNG_SHB
+    except OSError:
+        return False  # the in-process reader reports it as one line
+
+
+def stream_events_in_child(path, stats: CaptureStats) -> Iterator[StreamEvent]:
+    """Like stream_events_here, with the reading and reassembly done by a forked child."""
+    r, w = os.pipe()
+    _grow_pipe(w)
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(r)
+        _child(path, w)
+    os.close(w)
+    try:
+        with open(r, "rb", buffering=_BATCH_BYTES) as pipe:
+            yield from _receive(pipe, stats, path)
+    finally:
+        _reap(pid)
+
+
+# -- the child ----------------------------------------------------------------------------------------------
+def _child(path, fd: int) -> None:
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
+        with open(fd, "wb", buffering=_BATCH_BYTES) as out:
+            _send(out, path)
+        code = 0
+    except BaseException:  # noqa: BLE001  (a dead parent: nobody to report to)
+        pass
+    finally:
+        os._exit(code)
+
+
+def _send(out, path) -> None:
+    stats = CaptureStats()
+    endpoints: dict[Endpoint, int] = {}  # -> its number in the batches
+    descs: list[bytes] = []
+    data: list[bytes] = []
+    pack = _DESC.pack
+
+    def ep(e: Endpoint) -> int:
+        i = endpoints.get(e)
+        if i is None:
+            i = endpoints[e] = len(endpoints)
+            ip = e.ip.encode()
+            descs.append(pack(_ENDPOINT, i, e.port, 0, 0, 0.0, len(ip), -1))
+            data.append(ip)
+        return i
+
+    def flush() -> None:
+        blob = b"".join(data)
+        out.write(_HEAD.pack(len(descs), len(blob)))
+        out.write(b"".join(descs))
+        out.write(blob)
+        descs.clear()
+        data.clear()
+
+    error = None
+    reasm = TcpReassembler()
+    frame, ts = 0, 0.0
+    try:
+        for seg in iter_segments(path, stats):
+            frame, ts, payload, at = seg.frame, seg.ts, seg.payload, seg.at
+            for ev in reasm.feed(seg):
+                if type(ev) is StreamData:
+                    d = ev.data
+                    if d is payload and at >= 0:  # the segment's bytes as captured: the parent reads them itself
+                        descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst), frame, ts, len(d), at))
+                        continue
+                    descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst), ev.frame, ev.ts, len(d), -1))
+                    data.append(d)
+                else:
+                    _describe(ev, descs, ep)
+            if len(descs) >= _BATCH_EVENTS:
+                flush()
+        for ev in reasm.finish(frame, ts):
+            if type(ev) is StreamData:
+                descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst), ev.frame, ev.ts, len(ev.data), -1))
+                data.append(ev.data)
+            else:
+                _describe(ev, descs, ep)
+    except CaptureError as exc:
+        error = ("capture", str(exc))
+    except OSError as exc:
+        error = ("os", exc.errno, exc.strerror, exc.filename)
+    except Exception as exc:  # noqa: BLE001  (a bug: the parent re-raises it with this text)
+        error = ("bug", f"{type(exc).__name__}: {exc}")
+    flush()
+    final = pickle.dumps((stats, error))
+    out.write(_HEAD.pack(-1, len(final)))
+    out.write(final)
+
+
+def _describe(ev, descs: list, ep) -> None:
+    if type(ev) is StreamGap:
+        descs.append(_DESC.pack(_GAP, ev.conn, ep(ev.src), ep(ev.dst), ev.frame, ev.ts, ev.lost_bytes, -1))
+    else:
+        descs.append(_DESC.pack(_CLOSED, ev.conn, 0, 0, ev.frame, ev.ts, _REASONS.index(ev.reason), -1))
+
+
+# -- the parent ---------------------------------------------------------------------------------------------
+def _receive(pipe, stats: CaptureStats, path) -> Iterator[StreamEvent]:
+    endpoints: list[Endpoint] = []
+    read = pipe.read
+    unpack = _DESC.iter_unpack
+    size = _DESC.size
+    with _Mapped(path) as file:
+        mm = memoryview(file.mm)  # events hold views of the capture's own bytes: no copy until framing joins them
+        while True:
+            head = read(_HEAD.size)
+            if len(head) < _HEAD.size:
+                raise CaptureError(f"{path}: the capture reader process stopped unexpectedly")
+            count, nbytes = _HEAD.unpack(head)
+            if count < 0:
+                break
+            descs = read(count * size)
+            blob = read(nbytes)
+            pos = 0
+            for kind, conn, a, b, frame, ts, n, at in unpack(descs):
+                if kind == _DATA:
+                    if at >= 0:
+                        yield _data(conn, endpoints[a], endpoints[b], mm[at:at + n], frame, ts)
+                    else:
+                        yield _data(conn, endpoints[a], endpoints[b], blob[pos:pos + n], frame, ts)
+                        pos += n
+                elif kind == _GAP:
+                    yield _gap(conn, endpoints[a], endpoints[b], n, frame, ts)
+                elif kind == _CLOSED:
+                    yield _closed(conn, _REASONS[n], frame, ts)
+                else:
+                    endpoints.append(Endpoint(blob[pos:pos + n].decode(), a))
+                    pos += n
+            file.release(at)
+    child_stats, error = pickle.loads(read(nbytes))
+    _merge(stats, child_stats)
+    if error is None:
+        return
+    if error[0] == "capture":
+        raise CaptureError(error[1])
+    if error[0] == "os":
+        raise OSError(error[1], error[2], error[3])
+    raise RuntimeError(f"capture reader process: {error[1]}")
+
+
+class _Mapped:
+    """This process's own read-only map of the capture, handing pages back as the child's references pass
+    them (as the reader does), so a 1 GB capture does not become 1 GB of resident memory here either."""
+
+    def __init__(self, path):
+        self._fh = open(path, "rb")
+        self.mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+        self._released = 0
+
+    def release(self, pos: int) -> None:
+        stop = pos - pos % mmap.PAGESIZE
+        if stop - self._released >= RELEASE_EVERY and hasattr(mmap, "MADV_DONTNEED"):
+            self.mm.madvise(mmap.MADV_DONTNEED, self._released, stop - self._released)
+            self._released = stop
+
+    def __enter__(self) -> _Mapped:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.mm.close()
+        except BufferError:
+            pass  # events still alive hold views: the map goes when the last of them does
+        self._fh.close()
+
+
+def _merge(stats: CaptureStats, child: CaptureStats) -> None:
+    stats.files += child.files
+    stats.packets += child.packets
+    stats.bytes += child.bytes
+    stats.tcp_segments += child.tcp_segments
+    stats.skipped_non_tcp += child.skipped_non_tcp
+    stats.warnings.update(child.warnings)
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)  # a no-op race when it already exited: it is a zombie until reaped
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+
+
+def _grow_pipe(fd: int) -> None:
+    # Linux pipes hold 64 KB by default; a batch-sized pipe halves the context switches.
+    if not hasattr(fcntl, "F_SETPIPE_SZ"):
+        return
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _BATCH_BYTES)
+    except OSError:
+        pass  # capped by /proc/sys/fs/pipe-max-size for unprivileged users: the default works too

@@ -1,0 +1,225 @@
+"""Fetch v12-v18 bodies read straight into fetchtool's rows: the decode fast path.
+
+kio reads a body into its own entities and _fetch_kio turns those into rows; on the benchmark capture that is
+70% of the Kafka layer's time (benchmarks/bench_codec.py prints both paths side by side). Here one precompiled
+struct unpack per partition entry gives the row directly. The layouts are Kafka's FetchRequest.json and
+FetchResponse.json for the flexible versions.
+
+This path only takes the plain shape that real consumer traffic has: no tagged fields below the top level, no
+null where the schema forbids it, error codes kio knows. Anything else raises Unhandled and the caller decodes
+the body with kio (and kafka-python after it), so those layouts stay the judges of every unusual body. The
+tests check that both paths give identical rows for every version (tests/protocol/test_codec_roundtrip.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from struct import Struct
+
+from kio.schema.errors import ErrorCode
+
+from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
+from .codec import FetchRequestBody, FetchResponseBody
+from .records import summarize
+
+
+class Unhandled(Exception):
+    """Not the plain shape this path reads: decode the body with kio instead."""
+
+
+_KNOWN_ERRORS = frozenset(int(e) for e in ErrorCode)
+_ZERO_ID = bytes(16)
+_ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+_new = tuple.__new__
+_NO_SNAPSHOT = (-1, -1)
+
+_REQ_HEAD_14 = Struct(">iiiibii")  # replica id, max wait, min bytes, max bytes, isolation, session id, epoch
+_REQ_HEAD_15 = Struct(">iiibii")  # v15+: the replica id moved into the ReplicaState tagged field
+# partition, current leader epoch, fetch offset, last fetched epoch, log start offset, max bytes, tagged fields
+_REQ_PART = Struct(">iiqiqiB")
+_RESP_HEAD = Struct(">ihi")  # throttle ms, error code, session id
+# partition, error code, high watermark, last stable offset, log start offset, then (when the aborted
+# transactions are null, as for every read_uncommitted consumer) the null marker and the preferred read replica
+_RESP_PART = Struct(">ihqqqBi")
+_RESP_PART_HEAD = 30
+_I32 = Struct(">i")
+_ABORTED = 17  # producer id i64, first offset i64, no tagged fields
+
+
+def _uvarint(buf, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise Unhandled("varint too long")
+
+
+def _string(buf, pos: int) -> tuple[str, int]:
+    n, pos = _uvarint(buf, pos)
+    if n == 0:
+        raise Unhandled("null string")
+    end = pos + n - 1
+    if end > len(buf):
+        raise Unhandled("string past the end")
+    return str(buf[pos:end], "utf-8"), end
+
+
+def _count(buf, pos: int) -> tuple[int, int]:
+    """A non-null compact array's length."""
+    b = buf[pos]
+    n, pos = (b, pos + 1) if b < 0x80 else _uvarint(buf, pos)
+    if n == 0:
+        raise Unhandled("null array")
+    return n - 1, pos
+
+
+class _TopicIds(dict):
+    """16 wire bytes -> the UUID string (a topic's id repeats in every request of a session)."""
+
+    def __missing__(self, raw: bytes) -> str:
+        s = self[raw] = _ZERO_UUID if raw == _ZERO_ID else str(uuid.UUID(bytes=raw))
+        return s
+
+
+_topic_ids = _TopicIds()
+
+
+def _topic(buf, pos: int, version: int, names) -> tuple[str | None, str | None, int]:
+    if version >= 13:
+        raw = bytes(buf[pos:pos + 16])
+        if len(raw) < 16:
+            raise Unhandled("topic id past the end")
+        if len(_topic_ids) > 65536:
+            _topic_ids.clear()  # a bound for adversarial input; real captures hold a few hundred topics
+        tid = _topic_ids[raw]
+        return (names.get(tid) if names else None), tid, pos + 16
+    name, pos = _string(buf, pos)
+    return name, None, pos
+
+
+def _no_tags(buf, pos: int) -> int:
+    if buf[pos]:
+        raise Unhandled("tagged fields")
+    return pos + 1
+
+
+def read_request(body, version: int, names) -> FetchRequestBody:
+    buf = body if type(body) is memoryview else memoryview(body)
+    if version <= 14:
+        replica_id, max_wait, min_bytes, max_bytes, isolation, session_id, epoch = _REQ_HEAD_14.unpack_from(buf, 0)
+        pos = _REQ_HEAD_14.size
+    else:
+        max_wait, min_bytes, max_bytes, isolation, session_id, epoch = _REQ_HEAD_15.unpack_from(buf, 0)
+        replica_id, pos = -1, _REQ_HEAD_15.size
+    rows = []
+    append = rows.append
+    unpack = _REQ_PART.unpack_from
+    size = _REQ_PART.size
+    RP = RequestPartition
+    topics, pos = _count(buf, pos)
+    for _ in range(topics):
+        name, tid, pos = _topic(buf, pos, version, names)
+        n, pos = _count(buf, pos)
+        for _ in range(n):
+            p, cle, offset, lfe, lso, max_part, tags = unpack(buf, pos)
+            if tags:
+                raise Unhandled("tagged fields")
+            pos += size
+            append(_new(RP, (name, tid, p, offset, max_part, lso, cle, lfe, -1, -1)))
+        pos = _no_tags(buf, pos)
+    forgotten = []
+    topics, pos = _count(buf, pos)
+    for _ in range(topics):
+        name, tid, pos = _topic(buf, pos, version, names)
+        n, pos = _count(buf, pos)
+        for _ in range(n):
+            forgotten.append(ForgottenPartition(name, tid, _I32.unpack_from(buf, pos)[0]))
+            pos += 4
+        pos = _no_tags(buf, pos)
+    rack_id, pos = _string(buf, pos)
+    pos = _no_tags(buf, pos)
+    if pos != len(buf):
+        raise Unhandled("bytes after the body")
+    return FetchRequestBody(
+        replica_id=replica_id, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
+        isolation_level=isolation, session_id=session_id, session_epoch=epoch, rack_id=rack_id,
+        partitions=tuple(rows), forgotten=tuple(forgotten),
+    )
+
+
+def read_response(body, version: int, names, keep_records: bool) -> FetchResponseBody:
+    buf = body if type(body) is memoryview else memoryview(body)  # record blobs are sliced, not copied
+    throttle, error, session_id = _RESP_HEAD.unpack_from(buf, 0)
+    if error not in _KNOWN_ERRORS:
+        raise Unhandled("unknown error code")
+    pos = _RESP_HEAD.size
+    end = len(buf)
+    rows = []
+    append = rows.append
+    blobs = [] if keep_records else None
+    unpack = _RESP_PART.unpack_from
+    size = _RESP_PART.size
+    known = _KNOWN_ERRORS
+    RP = ResponsePartition
+    topics, pos = _count(buf, pos)
+    for _ in range(topics):
+        name, tid, pos = _topic(buf, pos, version, names)
+        n, pos = _count(buf, pos)
+        for _ in range(n):
+            index, err, hw, lso, log_start, b, prr = unpack(buf, pos)
+            if err not in known:
+                raise Unhandled("unknown error code")
+            if b == 0:  # aborted transactions null
+                aborted = -1
+                pos += size
+            else:  # a compact array of them (read_committed)
+                n_ab, pos = (b, pos + _RESP_PART_HEAD + 1) if b < 0x80 else _uvarint(buf, pos + _RESP_PART_HEAD)
+                aborted = n_ab - 1
+                for _ in range(aborted):
+                    if buf[pos + 16]:
+                        raise Unhandled("tagged fields")
+                    pos += _ABORTED
+                prr = _I32.unpack_from(buf, pos)[0]
+                pos += 4
+            b = buf[pos]  # records: compact nullable bytes
+            if b < 0x80:
+                n_rec = b
+                pos += 1
+            else:
+                n_rec, pos = _uvarint(buf, pos)
+            if n_rec:
+                stop = pos + n_rec - 1
+                if stop > end:
+                    raise Unhandled("records past the end")
+                recs = buf[pos:stop]
+                pos = stop
+                if recs:
+                    batches, count, compression, _partial = summarize(recs)
+                    n_bytes = len(recs)
+                else:
+                    n_bytes = batches = count = 0
+                    compression = None
+            else:
+                recs = None
+                n_bytes = batches = count = 0
+                compression = None
+            if buf[pos]:
+                raise Unhandled("tagged fields")  # e.g. a diverging epoch: kio reads those
+            pos += 1
+            append(_new(RP, (name, tid, index, err, hw, lso, log_start, prr, -1, aborted, n_bytes, batches, count,
+                             compression, -1, -1)))
+            if blobs is not None:
+                blobs.append(None if recs is None else bytes(recs))
+        pos = _no_tags(buf, pos)
+    pos = _no_tags(buf, pos)
+    if pos != end:
+        raise Unhandled("bytes after the body")
+    return FetchResponseBody(
+        throttle_time_ms=throttle, error_code=error, session_id=session_id, partitions=tuple(rows),
+        records=None if blobs is None else tuple(blobs),
+    )
