@@ -124,7 +124,8 @@ def decode_events(
             yield heapq.heappop(ready)[2]
 
     for ev in events:
-        if isinstance(ev, ConnectionClosed):
+        kind = type(ev)
+        if kind is ConnectionClosed:
             c = conns.pop(ev.conn, None)
             if c is not None:
                 items = c.close()
@@ -138,7 +139,7 @@ def decode_events(
             c = conns[ev.conn] = KafkaConnection(cid, ctx)
             detecting.add(c)
             report.connections += 1
-        if isinstance(ev, StreamGap):
+        if kind is StreamGap:
             report.gaps += 1
             report.lost_bytes += ev.lost_bytes
         items = c.feed(ev)

@@ -187,6 +187,7 @@ def _receive(pipe, stats: CaptureStats, path) -> Iterator[StreamEvent]:
             descs = read(count * size)
             blob = read(nbytes)
             pos = 0
+            at = -1
             for kind, conn, a, b, frame, ts, n, at in unpack(descs):
                 if kind == _DATA:
                     if at >= 0:
@@ -201,7 +202,7 @@ def _receive(pipe, stats: CaptureStats, path) -> Iterator[StreamEvent]:
                 else:
                     endpoints.append(Endpoint(blob[pos:pos + n].decode(), a))
                     pos += n
-            file.release(at)
+            file.release(at)  # the batch's last reference (-1 when it had none: nothing to release yet)
     child_stats, error = pickle.loads(read(nbytes))
     _merge(stats, child_stats)
     if error is None:

@@ -38,10 +38,13 @@ _REQ_HEAD_15 = Struct(">iiibii")  # v15+: the replica id moved into the ReplicaS
 # partition, current leader epoch, fetch offset, last fetched epoch, log start offset, max bytes, tagged fields
 _REQ_PART = Struct(">iiqiqiB")
 _RESP_HEAD = Struct(">ihi")  # throttle ms, error code, session id
-# partition, error code, high watermark, last stable offset, log start offset, then (when the aborted
-# transactions are null, as for every read_uncommitted consumer) the null marker and the preferred read replica
-_RESP_PART = Struct(">ihqqqBi")
+# partition, error code, high watermark, last stable offset, log start offset; then, when the aborted
+# transactions are null (every read_uncommitted consumer), the null marker and the preferred read replica; then,
+# when the records are null or empty (most partitions of most responses), their length and the tagged fields.
+# The 37 bytes never reach past the partition entry itself: records or the enclosing tagged fields follow.
+_RESP_PART = Struct(">ihqqqBiBB")
 _RESP_PART_HEAD = 30
+_RESP_PART_PLAIN = 35
 _I32 = Struct(">i")
 _ABORTED = 17  # producer id i64, first offset i64, no tagged fields
 
@@ -171,12 +174,20 @@ def read_response(body, version: int, names, keep_records: bool) -> FetchRespons
         name, tid, pos = _topic(buf, pos, version, names)
         n, pos = _count(buf, pos)
         for _ in range(n):
-            index, err, hw, lso, log_start, b, prr = unpack(buf, pos)
+            index, err, hw, lso, log_start, b, prr, n_rec, tags = unpack(buf, pos)
             if err not in known:
                 raise Unhandled("unknown error code")
+            if b == 0 and n_rec < 2:  # no aborted transactions, no records: the whole entry is read
+                if tags:
+                    raise Unhandled("tagged fields")
+                pos += size
+                append(_new(RP, (name, tid, index, err, hw, lso, log_start, prr, -1, -1, 0, 0, 0, None, -1, -1)))
+                if blobs is not None:
+                    blobs.append(b"" if n_rec else None)
+                continue
             if b == 0:  # aborted transactions null
                 aborted = -1
-                pos += size
+                pos += _RESP_PART_PLAIN
             else:  # a compact array of them (read_committed)
                 n_ab, pos = (b, pos + _RESP_PART_HEAD + 1) if b < 0x80 else _uvarint(buf, pos + _RESP_PART_HEAD)
                 aborted = n_ab - 1

@@ -26,6 +26,7 @@ WELL_KNOWN_PORTS = frozenset({9092, 9093, 9094, 9095, 9096, 9097, 9192, 19092, 2
 DETECT_LIMIT = 256 * 1024  # bytes buffered per direction before the broker side must be decided
 _I32 = Struct(">i")
 _SESSION_APIS = (FETCH, FETCH_SNAPSHOT)
+_NOTHING: tuple = ()  # what most events yield: shared, not a new empty list each time
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +82,12 @@ class KafkaConnection:
 
     # -- events in ----------------------------------------------------------------------------------------
     def feed(self, ev: StreamData | StreamGap) -> list:
-        if self.state == "ignored":
+        state = self.state
+        if state == "kafka":
+            return self._dispatch(ev)
+        if state == "ignored":
             return []
-        if self.state == "detect":
+        if state == "detect":
             self._held.append(ev)
             if isinstance(ev, StreamGap):
                 self._gapped.add(ev.src)
@@ -94,7 +98,7 @@ class KafkaConnection:
             if not self._detect(final=False):
                 return []
             return self._replay()
-        return self._dispatch(ev)
+        return []
 
     @property
     def holding_since(self) -> int | None:
@@ -201,7 +205,9 @@ class KafkaConnection:
                 return []
             for fr in frames:
                 self._on_request(fr)
-            return []
+            return _NOTHING
+        if not frames:
+            return _NOTHING
         out: list = []
         for fr in frames:
             out.extend(self._on_response(fr))

@@ -18,6 +18,7 @@ from typing import Callable, NamedTuple
 
 MAX_FRAME = 256 * 1024 * 1024  # larger sizes are noise: Kafka's socket.request.max.bytes defaults to 100 MB
 _SIZE = Struct(">i")
+_NO_FRAMES: tuple = ()
 
 # scanner(buf, start) -> (frame start or None, keep_from). With None, bytes from keep_from on must be kept
 # because a frame may start there once more bytes arrive; everything before it is skipped.
@@ -71,17 +72,17 @@ class Framer:
             self._clear()
         self.resyncing = True
 
-    def feed(self, data: bytes, frame: int, ts: float) -> list[Frame]:
+    def feed(self, data: bytes, frame: int, ts: float) -> list[Frame] | tuple[()]:
         if self._skip:
             n = min(self._skip, len(data))
             self._skip -= n
             data = data[n:] if n < len(data) else b""
         if not data:
-            return []
+            return _NO_FRAMES
         self._chunks.append(data)
         self._have += len(data)
         if self._have < self._need:
-            return []
+            return _NO_FRAMES  # mid-frame: most segments of a large response end here
         buf = memoryview(self._join())
         end = len(buf)
         pos = 0

@@ -58,7 +58,8 @@ def fetch_requests(draw, version):
             topic, tid = draw(topic_keys(version))
             forgotten += [ForgottenPartition(topic, tid, p) for p in draw(st.lists(st.integers(0, 99), min_size=1, max_size=3))]
     return codec.FetchRequestBody(
-        replica_id=draw(st.one_of(st.just(-1), st.integers(-3, 2**31 - 1))), max_wait_ms=draw(st.integers(0, 2**31 - 1)),
+        replica_id=draw(st.one_of(st.just(-1), st.integers(-3, 2**31 - 1))),
+        max_wait_ms=draw(st.integers(0, 2**31 - 1)),
         min_bytes=draw(i32), max_bytes=draw(i32) if version >= 3 else codec.INT32_MAX,
         isolation_level=draw(st.integers(0, 1)) if version >= 4 else 0,
         session_id=draw(i32) if version >= 7 else 0, session_epoch=draw(i32) if version >= 7 else -1,
