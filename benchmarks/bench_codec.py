@@ -1,5 +1,6 @@
-"""Fetch body decode cost per 181-partition response/request: kio (native) vs kafka-python vs fetchtool's codec
-(kio + conversion to Exchange rows + record-batch walk), plus the whole protocol layer (framing, pairing,
+"""Fetch body decode cost per 181-partition response/request: kio (native) vs kafka-python vs fetchtool's rows
+through kio (kio entities + conversion to Exchange rows + record-batch walk) vs fetchtool's flexible-version fast
+path (straight to rows; what the codec uses for the plain shape), plus the whole protocol layer (framing, pairing,
 decode) on a synthetic stream of Fetch v12 exchanges (50-500 partitions, responses up to ~1 MB).
 
     python benchmarks/bench_codec.py [--exchanges 300]
@@ -23,7 +24,7 @@ from kio.schema.fetch.v12.response import FetchResponse as KioResp  # noqa: E402
 from kio.serial import entity_reader  # noqa: E402
 
 from fetchtool.exchange import RequestPartition, ResponsePartition  # noqa: E402
-from fetchtool.protocol import codec  # noqa: E402
+from fetchtool.protocol import _fetch_flex, _fetch_kio, codec  # noqa: E402
 
 
 def batch(n: int) -> bytes:
@@ -62,12 +63,20 @@ def per_message(repeat: int) -> None:
         ("kio native reader", timeit(lambda: kio_rq(rq, 0), repeat), timeit(lambda: kio_rs(rs, 0), repeat)),
         ("kafka-python 3.0.12", timeit(lambda: KpReq.decode(rq, version=12), repeat),
          timeit(lambda: KpResp.decode(rs, version=12), repeat)),
-        ("fetchtool codec (kio + rows + batch walk)", timeit(lambda: codec.decode_request(1, 12, rq), repeat),
+        ("rows through kio (entities + rows + batch walk)",
+         timeit(lambda: _fetch_kio.request_from_kio(codec._kio_read(1, 12, "request", rq), 12, None), repeat),
+         timeit(lambda: _fetch_kio.response_from_kio(codec._kio_read(1, 12, "response", rs), 12, None, False),
+                repeat)),
+        ("rows by the fast path (+ batch walk)", timeit(lambda: _fetch_flex.read_request(rq, 12, None), repeat),
+         timeit(lambda: _fetch_flex.read_response(rs, 12, None, False), repeat)),
+        ("fetchtool codec (what decode uses)", timeit(lambda: codec.decode_request(1, 12, rq), repeat),
          timeit(lambda: codec.decode_response(1, 12, rs), repeat)),
     ]
-    print(f"{'decoder':45} {'request us':>11} {'response us':>12} {'us/partition (resp)':>20}")
+    assert _fetch_flex.read_response(rs, 12, None, True) == _fetch_kio.response_from_kio(
+        codec._kio_read(1, 12, "response", rs), 12, None, True)
+    print(f"{'decoder':48} {'request us':>11} {'response us':>12} {'us/partition (resp)':>20}")
     for name, a, b in rows:
-        print(f"{name:45} {a:11.1f} {b:12.1f} {b / 181:20.2f}")
+        print(f"{name:48} {a:11.1f} {b:12.1f} {b / 181:20.2f}")
 
 
 def whole_layer(exchanges: int) -> None:
