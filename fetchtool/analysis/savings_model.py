@@ -17,9 +17,13 @@ are fed to the engine with the values it last saw.
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 import random
 import uuid
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter, eq, itemgetter, ne
 from typing import NamedTuple
 
 from fetchtool.exchange import Exchange, RequestPartition, ResponsePartition
@@ -124,11 +128,93 @@ class ClientKey(NamedTuple):
     partition: int
 
 
+class _Partition:
+    """The model's state for one partition of a stream: one object per engine key (TopicIdPartition equality),
+    so it stands for the dicts keyed by the engine key that the model would otherwise hash into several times
+    per row."""
+
+    __slots__ = ("ck", "resp_row", "result", "noisy")
+
+    def __init__(self, ck: ClientKey) -> None:
+        self.ck = ck                  # the first client key seen for it (the only one while the stream is simple)
+        self.resp_row: ResponsePartition | None = None   # the captured row `result` was made from
+        self.result: PartitionResult = _QUIET            # the last values seen (never seen: a new partition's)
+        self.noisy = False            # the result has records, errors, ...: not to be repeated
+
+
+class _Key(TopicIdPartition):
+    """The engine's key as this model hands it over. It carries its client key and its _Partition, so the
+    engine's output (which holds the keys it was given) maps back to the model's state without hashing a
+    TopicIdPartition (a Python-level __hash__). Equality and hash are the engine's."""
+
+    __slots__ = ("ck", "part")
+
+    def __reduce__(self):   # pickled with its state (the Spark engine ships estimators between processes)
+        return _make_key, (self.topic_id, self.topic, self.partition, self.ck, self.part)
+
+
+def _make_key(topic_id: uuid.UUID, topic: str, partition: int, ck: ClientKey, part: _Partition) -> _Key:
+    k = _Key(topic_id, topic, partition)
+    object.__setattr__(k, "ck", ck)
+    object.__setattr__(k, "part", part)
+    return k
+
+
+def _constructor(cls, names: tuple[str, ...], row_fields: tuple[str, ...] | None = None):
+    """A constructor for a frozen slotted dataclass that fills its slots directly: the same object its
+    __init__ makes, at half the cost (one is made per changed captured row). Positional, or with `row_fields`
+    from one captured row (a NamedTuple: the field of the row that goes in each of `names`). Falls back to
+    the class itself (positional) if it is not the plain dataclass this relies on."""
+    fields = tuple(f.name for f in dataclasses.fields(cls))
+    if fields != names or hasattr(cls, "__post_init__") or "__slots__" not in cls.__dict__:
+        if row_fields is None:
+            return cls
+        get = attrgetter(*row_fields)
+        return lambda row: cls(*get(row))
+    setters = [getattr(cls, n).__set__ for n in names]
+    namespace = {"new": object.__new__, "cls": cls, **{f"s{i}": s for i, s in enumerate(setters)}}
+    if row_fields is None:
+        args = ", ".join(f"a{i}" for i in range(len(names)))
+        values = [f"a{i}" for i in range(len(names))]
+    else:
+        args = "row"
+        values = [f"row[{ResponsePartition._fields.index(f)}]" for f in row_fields]
+    body = "; ".join(f"s{i}(o, {v})" for i, v in enumerate(values))
+    exec(f"def make({args}):\n    o = new(cls); {body}; return o", namespace)  # noqa: S102 - fixed text
+    return namespace["make"]
+
+
+_result_from_row = _constructor(
+    PartitionResult, ("error_code", "high_watermark", "last_stable_offset", "log_start_offset", "records_size",
+                      "diverging_epoch", "preferred_read_replica"),
+    ("error_code", "high_watermark", "last_stable_offset", "log_start_offset", "records_bytes", "diverging_epoch",
+     "preferred_read_replica"))
+_row_key = itemgetter(0, 1, 2)           # (topic, topic id, partition) of a captured row
+_row_topic = itemgetter(0)
+_row_topic_id = itemgetter(1)
+_hit_ck = itemgetter(0)
+_hit_part = itemgetter(2)
+_resp_row = attrgetter("resp_row")
+_first = itemgetter(0)
+_second = itemgetter(1)
+_part_result = attrgetter("part.result")
+_partition_data = _constructor(PartitionData, ("fetch_offset", "log_start_offset", "max_bytes",
+                                               "current_leader_epoch", "last_fetched_epoch", "topic_id"))
+_ck = attrgetter("ck")
+_topic = attrgetter("topic")
+_topic_id = attrgetter("topic_id")
+_records_size = attrgetter("records_size")
+_diverging_epoch = attrgetter("diverging_epoch")
+_records_bytes = attrgetter("records_bytes")
+_aborted = attrgetter("aborted_transactions")
+_row_diverging = attrgetter("diverging_epoch")
+
+
 class StreamModel:
     """The session a client connection could have had with one broker (per-connection state only)."""
 
-    __slots__ = ("client", "broker", "handler", "manager", "wanted", "keys", "tips", "req_rows", "resp_rows", "noisy",
-                 "last_results", "exchanges", "last_error", "full_since_incremental", "_full_req_cache")
+    __slots__ = ("client", "broker", "handler", "manager", "wanted", "keys", "tips", "last_req", "last_data", "parts",
+                 "noisy", "exchanges", "last_error", "full_since_incremental", "_full_cache", "simple", "any_ids")
 
     def __init__(self, client: str, broker: str) -> None:
         self.client, self.broker = client, broker
@@ -137,88 +223,140 @@ class StreamModel:
         self.manager = FetchManager(FetchSessionCache(max_slots=1, shards=1, eviction_ms=1 << 62,
                                                       rng=random.Random(0)))
         self.wanted: dict[ClientKey, PartitionData] = {}   # what the client fetches, in its order
-        # (topic, topic id, partition) -> (client key, broker key); rows seen last, to reuse engine inputs
-        self.keys: dict[tuple, tuple[ClientKey, TopicIdPartition]] = {}
-        self.tips: dict[ClientKey, TopicIdPartition] = {}
-        self.req_rows: dict[ClientKey, tuple[RequestPartition, PartitionData]] = {}
-        self.resp_rows: dict[TopicIdPartition, ResponsePartition] = {}
-        self.last_results: dict[TopicIdPartition, PartitionResult] = {}
-        self.noisy: set[TopicIdPartition] = set()   # last results with records, errors, ...: not to be repeated
+        # (topic, topic id, partition) of a captured row -> (client key, engine key, its state)
+        self.keys: dict[tuple, tuple[ClientKey, _Key, _Partition]] = {}
+        self.tips: dict[ClientKey, _Key] = {}              # the engine key a client key is sent as (its first)
+        # The last request row of each client key and the engine input made from it (reused while unchanged).
+        self.last_req: dict[ClientKey, RequestPartition] = {}
+        self.last_data: dict[ClientKey, PartitionData] = {}
+        self.parts: dict[TopicIdPartition, _Partition] = {}
+        self.noisy: list[_Partition] = []
         self.exchanges = 0
         self.last_error = 0
         self.full_since_incremental = 0   # session-creating full fetches with no incremental one in between
-        self._full_req_cache: tuple = ((), 0, -1)
+        # (wanted order, shape, full request size, full response topic-entry size) of the last full equivalent
+        self._full_cache: tuple = ((), None, 0, 0)
+        # True while client keys and engine keys correspond one to one (always, unless a v13+ capture shows a
+        # topic both by name and by id only, or a name with two ids): then sizes can be summed per partition.
+        self.simple = True
+        self.any_ids = False   # some engine key has a topic id
 
     # -- captured rows -> engine inputs ---------------------------------------------------------------------
     def _key(self, topic: str | None, topic_id: str | None, partition: int, ids: bool
-             ) -> tuple[ClientKey, TopicIdPartition]:
+             ) -> tuple[ClientKey, _Key, _Partition]:
         k = (topic, topic_id if ids else None, partition)
         hit = self.keys.get(k)
         if hit is None:
             tid = uuid.UUID(topic_id) if ids and topic_id else ZERO_UUID
             # The client keys its session by name; a v13+ capture may only show the id.
             name = topic if topic is not None else (topic_id or "")
-            hit = self.keys[k] = (ClientKey(name, partition), TopicIdPartition(tid, name, partition))
-            self.tips.setdefault(hit[0], hit[1])
+            ck = ClientKey(name, partition)
+            probe = TopicIdPartition(tid, name, partition)
+            part = self.parts.get(probe)
+            if part is None:
+                part = self.parts[probe] = _Partition(ck)
+                if ck in self.tips:
+                    self.simple = False   # this client key already stands for another engine key
+            elif part.ck != ck:
+                self.simple = False       # this engine key already has another client key
+            if tid.int:
+                self.any_ids = True
+            hit = self.keys[k] = (ck, _make_key(tid, name, partition, ck, part), part)
+            self.tips.setdefault(ck, hit[1])
         return hit
+
+    def _hits(self, rows, ids: bool, request: bool) -> list[tuple[ClientKey, _Key, _Partition]]:
+        """The key entry of each captured row, made where missing, in row order. A row's own (topic, topic id,
+        partition) is its entry's dict key, except that a request row's topic id is ignored below v13."""
+        keys, key = self.keys, self._key
+        hits = list(map(keys.get, map(_row_key, rows)))
+        if request and not ids and list(map(_row_topic_id, rows)).count(None) != len(rows):
+            return [key(r.topic, r.topic_id, r.partition, ids) for r in rows]
+        if not all(hits):
+            # In order, as one at a time: a missing entry is made once, and later rows find it.
+            hits = [h if h is not None else key(r.topic, r.topic_id, r.partition, ids) for h, r in zip(hits, rows)]
+        return hits
 
     def _wanted(self, ex: Exchange, kind: str, ids: bool) -> dict[ClientKey, PartitionData]:
         wanted = dict(self.wanted) if kind == INCREMENTAL else {}
-        req_rows = self.req_rows
-        key = self._key
-        for p in ex.request_partitions:
-            tp, tip = key(p.topic, p.topic_id, p.partition, ids)
-            last = req_rows.get(tp)
-            if last is not None and last[0] == p:
-                data = last[1]
-            else:
-                data = PartitionData(p.fetch_offset, p.log_start_offset, p.partition_max_bytes,
-                                     p.current_leader_epoch, p.last_fetched_epoch, tip.topic_id)
-                req_rows[tp] = (p, data)
-            wanted[tp] = data
+        rows = ex.request_partitions
+        hits = self._hits(rows, ids, True)
+        cks = list(map(_hit_ck, hits))
+        last_req, last_data = self.last_req, self.last_data
+        make = _partition_data
+        if len(set(cks)) == len(cks):
+            # Rows equal to the client key's last one reuse its engine input (the session engine then sees the
+            # very same object, and skips it); the others get a new one.
+            datas = list(map(last_data.get, cks))
+            same = list(map(eq, map(last_req.get, cks), rows))
+            if not all(same):
+                for i in compress(range(len(rows)), map(operator.not_, same)):
+                    p, tp = rows[i], cks[i]
+                    datas[i] = last_data[tp] = make(p.fetch_offset, p.log_start_offset, p.partition_max_bytes,
+                                                    p.current_leader_epoch, p.last_fetched_epoch,
+                                                    hits[i][1].topic_id)
+                    last_req[tp] = p
+            wanted.update(zip(cks, datas))
+        else:   # a partition listed twice: row by row, each compared with the one before
+            for p, tp, hit in zip(rows, cks, hits):
+                if last_req.get(tp) == p:
+                    data = last_data[tp]
+                else:
+                    data = last_data[tp] = make(p.fetch_offset, p.log_start_offset, p.partition_max_bytes,
+                                                p.current_leader_epoch, p.last_fetched_epoch, hit[1].topic_id)
+                    last_req[tp] = p
+                wanted[tp] = data
         if kind == INCREMENTAL:
+            key = self._key
             for f in ex.forgotten_partitions:
                 wanted.pop(key(f.topic, f.topic_id, f.partition, ids)[0], None)
         elif kind == CLOSE:
             wanted = {}
         return wanted
 
-    def _results(self, captured, ids: bool) -> dict[TopicIdPartition, ResponsePartition]:
-        """Update the last seen per-partition results from the captured response; its rows by broker key."""
-        rows: dict[TopicIdPartition, ResponsePartition] = {}
+    def _results(self, captured, ids: bool) -> tuple[list, list[_Partition], list[ResponsePartition]]:
+        """Update the last seen per-partition results from the captured response. Returns the key entry of
+        each row, and the partitions it mentions, each once in order, with their (last) rows."""
         if not captured:
-            return rows
-        resp_rows, last_results, keys, noisy = self.resp_rows, self.last_results, self.keys, self.noisy
-        for r in captured:
-            hit = keys.get((r.topic, r.topic_id, r.partition))
-            tip = (hit or self._key(r.topic, r.topic_id, r.partition, ids))[1]
-            rows[tip] = r
-            if resp_rows.get(tip) != r:
-                res = last_results[tip] = PartitionResult(r.error_code, r.high_watermark, r.last_stable_offset,
-                                                          r.log_start_offset, r.records_bytes, r.diverging_epoch,
-                                                          r.preferred_read_replica)
-                resp_rows[tip] = r
-                if r.records_bytes or r.error_code or r.diverging_epoch >= 0 or r.preferred_read_replica != -1:
-                    noisy.add(tip)
-        return rows
+            return [], [], []
+        hits = self._hits(captured, False, False) if not ids else self._hits(captured, ids, False)
+        parts = list(map(_hit_part, hits))
+        rows = captured
+        if len(set(parts)) != len(parts):   # a partition repeated: its last row counts
+            last = dict(zip(parts, captured))
+            parts, rows = list(last), list(last.values())
+        noisy, make = self.noisy, _result_from_row
+        for part, r in compress(zip(parts, rows), map(ne, map(_resp_row, parts), rows)):
+            part.result = make(r)
+            part.resp_row = r
+            if (r.records_bytes or r.error_code or r.diverging_epoch >= 0 or r.preferred_read_replica != -1
+                    ) and not part.noisy:
+                part.noisy = True
+                noisy.append(part)
+        return hits, parts, rows
 
-    def _broker_results(self, ctx, rows) -> dict[TopicIdPartition, PartitionResult]:
+    def _broker_results(self, ctx, mentioned: list[_Partition]) -> dict[TopicIdPartition, PartitionResult]:
         """The engine's input for every partition the broker reads: captured where the response has it, else
         the last values seen, minus records, errors and the like (they were not repeated)."""
-        last_results = self.last_results
-        quiet = _QUIET   # never seen: equal to a new cached partition's state, so not included
-        results = {tip: last_results.get(tip, quiet) for tip, _ in ctx.partitions()}
-        noisy = self.noisy
-        if noisy:
-            for tip in [t for t in noisy if t not in rows]:
-                noisy.discard(tip)
-                res = last_results[tip]
-                res = last_results[tip] = PartitionResult(0, res.high_watermark, res.last_stable_offset,
-                                                          res.log_start_offset)
-                self.resp_rows.pop(tip, None)
-                if tip in results:
-                    results[tip] = res
-        return results
+        if self.noisy:
+            now = set(mentioned)
+            still = []
+            for part in self.noisy:
+                if part in now:
+                    still.append(part)
+                    continue
+                part.noisy = False
+                res = part.result
+                part.result = PartitionResult(0, res.high_watermark, res.last_stable_offset, res.log_start_offset)
+                part.resp_row = None
+            self.noisy = still
+        pairs = ctx.partitions()
+        try:
+            tips = list(map(_first, pairs))
+            return dict(zip(tips, map(_part_result, tips)))
+        except AttributeError:   # a key the engine made itself (not one of ours): find its state by equality
+            parts = self.parts
+            return {tip: (parts[tip].result if tip in parts else _QUIET) for tip, _ in pairs}
 
     # -- one exchange ------------------------------------------------------------------------------------------
     def feed(self, ex: Exchange) -> ExchangeSavings:
@@ -231,9 +369,7 @@ class StreamModel:
 
         # The client side: what a session would send.
         builder = self.handler.new_builder(copy_session_partitions=False)
-        add = builder.add
-        for tp, data in wanted.items():
-            add(tp, data)
+        builder.add_all(wanted.items())
         req = builder.build()
         to_send = req.to_send
         forgotten = req.forgotten_for_version(veq)
@@ -246,16 +382,26 @@ class StreamModel:
         # The broker side: captured results for partitions the response mentions, the last seen values for
         # the others (they did not change, and bring no records).
         captured = ex.response_partitions
-        rows = self._results(captured, ids)
-        results = self._broker_results(ctx, rows)
+        hits, mentioned, mrows = self._results(captured, ids)
+        results = self._broker_results(ctx, mentioned)
         outcome = ctx.update_and_generate_response(now_ms, results)
-        self.handler.handle_response(outcome.error_code, outcome.session_id, outcome.throttle_time_ms,
-                                     [ClientKey(t.topic or "", t.partition) for t, _ in outcome.partitions],
-                                     {t.topic_id for t, _ in outcome.partitions}, veq)
-        return self._sizes(ex, kind, version, veq, wanted, to_send, forgotten, rows, outcome)
+        parts = outcome.partitions
+        out_keys = list(map(_first, parts))
+        try:
+            cks = list(map(_ck, out_keys))
+        except AttributeError:
+            cks = [ClientKey(t.topic or "", t.partition) for t in out_keys]
+        if self.any_ids:
+            topic_ids = set(map(_topic_id, out_keys))
+        else:   # every key's id is the zero id
+            topic_ids = {ZERO_UUID} if parts else set()
+        self.handler.handle_response(outcome.error_code, outcome.session_id, outcome.throttle_time_ms, cks,
+                                     topic_ids, veq)
+        return self._sizes(ex, kind, version, veq, wanted, to_send, forgotten, (hits, mentioned, mrows), outcome,
+                           out_keys, ctx.kind != "error" and self.simple)
 
-    def _sizes(self, ex: Exchange, kind: str, version: int, veq: int, wanted, to_send, forgotten, rows, outcome
-               ) -> ExchangeSavings:
+    def _sizes(self, ex: Exchange, kind: str, version: int, veq: int, wanted, to_send, forgotten, seen, outcome,
+               out_keys, simple: bool) -> ExchangeSavings:
         client_id, replica_id, rack = ex.client_id, ex.replica_id, ex.rack_id
         ids = veq >= 13   # the wire key of a topic: its id from v13, else its name
         tips = self.tips
@@ -265,17 +411,16 @@ class StreamModel:
         else:
             inc_req = size.request_frame_size(veq, client_id, replica_id, rack,
                                               [tp.topic for tp in to_send], [t.topic for t in forgotten])
-        # The full request's size depends only on which partitions are wanted, in which order.
+        # The full request's size, and its response's topic entries, depend only on which partitions are wanted,
+        # in which order.
         order = list(wanted)
-        cached_order, cached_size, cached_shape = self._full_req_cache
         shape = (veq, client_id, replica_id, rack)
-        if cached_shape == shape and cached_order == order:
-            full_req = cached_size
-        else:
-            full_req = size.request_frame_size(veq, client_id, replica_id, rack,
-                                               [tips[tp].topic_id for tp in order] if ids else
-                                               [tp.topic for tp in order])
-            self._full_req_cache = (order, full_req, shape)
+        cached_order, cached_shape, full_req, full_topics = self._full_cache
+        if cached_shape != shape or cached_order != order:
+            full_keys = [tips[tp].topic_id for tp in order] if ids else [tp.topic for tp in order]
+            full_req = size.request_frame_size(veq, client_id, replica_id, rack, full_keys)
+            full_topics = size.response_topics_size(veq, full_keys)
+            self._full_cache = (order, shape, full_req, full_topics)
         if (version == veq and kind != INCREMENTAL and not ex.forgotten_partitions
                 and len(ex.request_partitions) == len(order)):
             reenc_req = full_req      # a full request re-sizes as the full equivalent: same entries, same order
@@ -290,38 +435,21 @@ class StreamModel:
             inc_resp = full_resp = 0
             reenc_resp = None
         else:
-            recs = [r.records_bytes for r in captured]
+            recs = list(map(_records_bytes, captured))
             records = sum(recs)
-            aborted = [r.aborted_transactions for r in captured if r.aborted_transactions > 0]
-            diverging = [r.diverging_epoch for r in captured if r.diverging_epoch >= 0]
+            # (the max() pass, in C, skips building the lists in the usual case: none)
+            aborted = ([a for a in map(_aborted, captured) if a > 0]
+                       if max(map(_aborted, captured), default=0) > 0 else [])
+            diverging = ([d for d in map(_row_diverging, captured) if d >= 0]
+                         if max(map(_row_diverging, captured), default=-1) >= 0 else [])
             reenc_resp = size.response_frame_size(version, _keys(version, captured), recs, aborted, diverging)
-            # Full: every wanted partition in request order (a full response follows the request), the ones
-            # the captured response lacks as unchanged entries; then any it had beyond them.
-            in_order = [tips[tp] for tp in order]
-            if version != veq or len(rows) != len(captured) or list(rows) != in_order:
-                full_rows = [rows.get(t) for t in in_order]
-                seen = set(in_order)
-                full_rows += [r for t, r in rows.items() if t not in seen]
-                keys = [t.topic_id if ids else t.topic for t in in_order] + [
-                    t.topic_id if ids else t.topic for t in rows if t not in seen]
-                present = [r for r in full_rows if r is not None]
-                full_resp = size.response_frame_size(veq, keys, [r.records_bytes for r in present],
-                                                     [r.aborted_transactions for r in present],
-                                                     [r.diverging_epoch for r in present])
+            if simple and all(map(wanted.__contains__, map(_ck, seen[1]))):
+                full_resp, inc_resp = self._response_sizes(version, veq, captured, seen, order, outcome,
+                                                           out_keys, full_topics, reenc_resp, recs, aborted,
+                                                           diverging)
             else:
-                full_resp = reenc_resp
-            keys, irecs, iab, idiv = [], [], [], []
-            for tip, res in outcome.partitions:
-                keys.append(tip.topic_id if ids else tip.topic)
-                r = rows.get(tip)
-                if r is None:
-                    irecs.append(res.records_size)
-                    idiv.append(res.diverging_epoch)
-                else:
-                    irecs.append(r.records_bytes)
-                    iab.append(r.aborted_transactions)
-                    idiv.append(r.diverging_epoch)
-            inc_resp = size.response_frame_size(veq, keys, irecs, iab, idiv)
+                full_resp, inc_resp = self._response_sizes_any(version, veq, captured, seen, order, outcome,
+                                                               reenc_resp)
         actual_req = ex.request_bytes or 0
         actual_resp = 0 if missing else (ex.response_bytes or 0)
         # Bytes the decoded rows do not keep (e.g. tagged fields such as NodeEndpoints) would be on the wire in
@@ -351,6 +479,75 @@ class StreamModel:
             ex.error_code, len(wanted), len(to_send), len(forgotten), len(outcome.partitions), actual_req,
             actual_resp, full_req, full_resp, inc_req, inc_resp, records, reenc_req, reenc_resp, missing,
             actual_scalable, full_scalable)
+
+    def _response_sizes(self, version, veq, captured, seen, order, outcome, out_keys, full_topics, reenc_resp,
+                        recs, aborted, diverging) -> tuple[int, int]:
+        """Full and incremental response sizes when client and engine keys correspond one to one and every
+        partition the response mentions is wanted: topic entries from the keys, the rest summed per partition.
+
+        Full: every wanted partition in request order (a full response follows the request), the ones the
+        captured response lacks as unchanged entries (no records): the full response's topic entries with the
+        mentioned partitions' values. Incremental: the engine's partitions, with the values they were given
+        (a mentioned partition's are its captured row's; the others carry no records and no diverging epoch).
+        """
+        _, mentioned, mrows = seen
+        if version == veq and len(mentioned) == len(captured) and list(map(_ck, mentioned)) == order:
+            full_resp = reenc_resp    # the captured response is the full one: same entries, same order
+        else:
+            if len(mentioned) == len(captured):   # no partition repeated: the captured values are the present ones
+                values = size.response_values_size(veq, recs, aborted, len(diverging))
+            else:
+                values = size.response_values_size(veq, list(map(_records_bytes, mrows)),
+                                                   [a for a in map(_aborted, mrows) if a > 0],
+                                                   len([d for d in map(_row_diverging, mrows) if d >= 0]))
+            full_resp = size.empty_response_frame(veq) + full_topics + values
+        results = list(map(_second, outcome.partitions))
+        keys = list(map(_topic_id if veq >= 13 else _topic, out_keys))
+        inc_aborted = []
+        if aborted:   # aborted transactions come from the captured row only
+            row_of = dict(zip(mentioned, mrows))
+            for t in out_keys:
+                r = row_of.get(t.part)
+                if r is not None and r.aborted_transactions > 0:
+                    inc_aborted.append(r.aborted_transactions)
+        inc_resp = (size.empty_response_frame(veq) + size.response_topics_size(veq, keys)
+                    + size.response_values_size(veq, list(map(_records_size, results)), inc_aborted,
+                                                len([d for d in map(_diverging_epoch, results) if d >= 0])))
+        return full_resp, inc_resp
+
+    def _response_sizes_any(self, version, veq, captured, seen, order, outcome, reenc_resp) -> tuple[int, int]:
+        """Full and incremental response sizes in general, entry by entry (see _response_sizes)."""
+        ids = veq >= 13
+        tips = self.tips
+        rows = {}   # by engine key (TopicIdPartition equality): the first row's key, the last row
+        for hit, r in zip(seen[0], captured):
+            rows[hit[1]] = r
+        in_order = [tips[tp] for tp in order]
+        if version != veq or len(rows) != len(captured) or list(rows) != in_order:
+            full_rows = [rows.get(t) for t in in_order]
+            seen = set(in_order)
+            full_rows += [r for t, r in rows.items() if t not in seen]
+            keys = [t.topic_id if ids else t.topic for t in in_order] + [
+                t.topic_id if ids else t.topic for t in rows if t not in seen]
+            present = [r for r in full_rows if r is not None]
+            full_resp = size.response_frame_size(veq, keys, [r.records_bytes for r in present],
+                                                 [r.aborted_transactions for r in present],
+                                                 [r.diverging_epoch for r in present])
+        else:
+            full_resp = reenc_resp
+        keys, irecs, iab, idiv = [], [], [], []
+        for tip, res in outcome.partitions:
+            keys.append(tip.topic_id if ids else tip.topic)
+            r = rows.get(tip)
+            if r is None:
+                irecs.append(res.records_size)
+                idiv.append(res.diverging_epoch)
+            else:
+                irecs.append(r.records_bytes)
+                iab.append(r.aborted_transactions)
+                idiv.append(r.diverging_epoch)
+        inc_resp = size.response_frame_size(veq, keys, irecs, iab, idiv)
+        return full_resp, inc_resp
 
     def _book(self, ex: Exchange, kind: str) -> tuple[str, str | None]:
         """Realised (a working session), potential (no session at all) or lost (a session that failed)."""
@@ -384,6 +581,4 @@ _QUIET = PartitionResult()
 
 def _keys(version: int, rows) -> list:
     """The wire topic key of each decoded row (name before v13, id string from v13)."""
-    if version >= 13:
-        return [r.topic_id for r in rows]
-    return [r.topic for r in rows]
+    return list(map(_row_topic_id if version >= 13 else _row_topic, rows))

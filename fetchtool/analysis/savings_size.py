@@ -169,15 +169,28 @@ def response_frame_size(version: int, keys, records, aborted=(), diverging=()) -
     records bytes of each, and the aborted-transaction counts (> 0 only) and diverging epochs (>= 0 only) that
     are present (their order does not matter)."""
     vs = version_sizes(version)
-    size = 4 + vs.response_header + vs.resp_empty + _topics(vs, keys, vs.resp_topic, vs.resp_partition)
-    size += sum(records)
-    if vs.flexible:
+    return (4 + vs.response_header + vs.resp_empty + _topics(vs, keys, vs.resp_topic, vs.resp_partition)
+            + response_values_size(version, records, aborted, sum([1 for d in diverging if d >= 0])))
+
+
+def response_topics_size(version: int, keys) -> int:
+    """The part of response_frame_size that depends on the partition entries' topic keys only."""
+    vs = version_sizes(version)
+    return _topics(vs, keys, vs.resp_topic, vs.resp_partition)
+
+
+def response_values_size(version: int, records, aborted=(), diverging_count: int = 0) -> int:
+    """The part of response_frame_size that depends on the entries' values only, whatever their order: records
+    bytes of each entry, aborted-transaction counts (> 0 only count) and how many carry a diverging epoch."""
+    vs = version_sizes(version)
+    size = sum(records)
+    if vs.flexible and records and max(records) >= 127:
         size += sum([uvarint_size(n + 1) - 1 for n in records if n >= 127])
     for a in aborted:
         if a > 0:
             size += vs.aborted_size(a)
     if vs.diverging:
-        size += vs.diverging * sum([1 for d in diverging if d >= 0])
+        size += vs.diverging * diverging_count
     return size
 
 
