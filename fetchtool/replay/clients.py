@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fetchtool.replay.plan import ALWAYS_NEW, SESSION, SESSIONLESS, PlannedFetch
-from fetchtool.sessions.client import FetchSessionHandler
+from fetchtool.sessions.client import FetchSessionHandler, topic_id_summary
 from fetchtool.sessions.metadata import FetchMetadata
 from fetchtool.sessions.partitions import PartitionData, TopicIdPartition, TopicPartition
 
@@ -47,7 +47,8 @@ def effective_behaviour(captured: str, mode: str, version: int) -> str:
 class ClientModel:
     """One client stream's request choices. `node_id` only labels the handler (one handler per broker)."""
 
-    __slots__ = ("behaviour", "mode", "handler", "keys", "tps", "last_full", "interned")
+    __slots__ = ("behaviour", "mode", "handler", "keys", "tps", "last_full", "interned", "_drives", "_wanted",
+                 "_data", "_summary")
 
     def __init__(self, behaviour: str, mode: str = AS_CAPTURED, node_id: int = 0,
                  interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]] | None = None) -> None:
@@ -60,45 +61,78 @@ class ClientModel:
         self.interned = interned if interned is not None else {}
         self.tps: dict[TopicIdPartition, TopicPartition] = {}
         self.last_full = True
+        # effective_behaviour only depends on whether the version has session fields: the behaviour below v7
+        # and from v7.
+        self._drives = (effective_behaviour(behaviour, mode, 6), effective_behaviour(behaviour, mode, 7))
+        # The last wanted tuple and what was derived from it. The plan reuses one tuple object while a client's
+        # wanted set is unchanged, so a steady consumer derives its request maps once, not per fetch.
+        self._wanted: tuple | None = None
+        self._data: dict | None = None
+        self._summary: tuple | None = None
 
     def request(self, fetch: PlannedFetch) -> FetchPlanRequest:
-        behaviour = effective_behaviour(self.behaviour, self.mode, fetch.version)
+        return FetchPlanRequest(*self.request_parts(fetch))
+
+    def request_parts(self, fetch: PlannedFetch) -> tuple[FetchMetadata, dict[TopicIdPartition, PartitionData],
+                                                          list[TopicIdPartition]]:
+        """``request`` as a plain (metadata, fetch_data, to_forget) tuple (the simulation's hot path)."""
+        version = fetch.version
+        behaviour = self._drives[version >= 7]
+        wanted = fetch.wanted
         if behaviour != SESSION:
-            metadata = FetchMetadata.INITIAL if behaviour == ALWAYS_NEW else FetchMetadata.LEGACY
             self.last_full = True
-            return FetchPlanRequest(metadata, {w.key: w.data for w in fetch.wanted}, [])
+            if wanted is not self._wanted or self._summary is not None:
+                # The broker keeps the dict (full and sessionless contexts) but never changes it, so an
+                # unchanged wanted set can send the same one again.
+                self._wanted, self._summary = wanted, None
+                self._data = {w.key: w.data for w in wanted}
+            return (FetchMetadata.INITIAL if behaviour == ALWAYS_NEW else FetchMetadata.LEGACY), self._data, []
         if fetch.closes and self.mode == AS_CAPTURED:
             self.handler.notify_close()
-        builder = self.handler.new_builder(copy_session_partitions=False)   # only to_send is read here
-        builder.add_all([(w.tp, w.data) for w in fetch.wanted])
-        built = builder.build()
-        keys = self.keys
+        if wanted is not self._wanted or self._summary is None:
+            self._wanted = wanted
+            self._data = pairs = {w.tp: w.data for w in wanted}
+            self._summary = topic_id_summary(pairs.items())
+        # only to_send is read here, so the session map need not be copied
+        built = self.handler.build_from(self._data, self._summary, copy_session_partitions=False)
         data = {}
-        for tp, pd in built.to_send.items():
-            key = keys.get(tp)
-            if key is None or key.topic_id.int != pd.topic_id.int:
-                pair = self.interned.get((tp.topic, tp.partition, pd.topic_id))
-                key = keys[tp] = pair[1] if pair is not None else TopicIdPartition(pd.topic_id, tp.topic,
-                                                                                   tp.partition)
-            data[key] = pd
-        self.last_full = built.metadata.is_full
-        return FetchPlanRequest(built.metadata, data, list(built.forgotten_for_version(fetch.version)))
+        to_send = built.to_send
+        if to_send:
+            keys = self.keys
+            for tp, pd in to_send.items():
+                key = keys.get(tp)
+                if key is None or key.topic_id.int != pd.topic_id.int:
+                    pair = self.interned.get((tp.topic, tp.partition, pd.topic_id))
+                    key = keys[tp] = pair[1] if pair is not None else TopicIdPartition(pd.topic_id, tp.topic,
+                                                                                       tp.partition)
+                data[key] = pd
+        metadata = built.metadata
+        self.last_full = metadata.is_full
+        forget = built.to_forget
+        if version >= 13 and built.to_replace:
+            forget = forget + built.to_replace     # forgotten_for_version
+        elif forget:
+            forget = list(forget)
+        return metadata, data, forget
 
     def response(self, version: int, error_code: int, session_id: int, throttle_time_ms: int,
                  partitions) -> None:
         """Give the client the broker's answer (only session-driven clients keep state).
 
         `partitions` are the response's (TopicIdPartition, ...) pairs."""
-        if effective_behaviour(self.behaviour, self.mode, version) != SESSION:
+        if self._drives[version >= 7] != SESSION:
             return
-        tps = self.tps
-        out = []
-        for k, _ in partitions:
-            tp = tps.get(k)
-            if tp is None:
-                tp = tps[k] = TopicPartition(k.topic or str(k.topic_id), k.partition)
-            out.append(tp)
-        ids = {k.topic_id for k, _ in partitions if k.topic_id.int} if version >= 13 else set()
+        if partitions:
+            tps = self.tps
+            out = []
+            for k, _ in partitions:
+                tp = tps.get(k)
+                if tp is None:
+                    tp = tps[k] = TopicPartition(k.topic or str(k.topic_id), k.partition)
+                out.append(tp)
+            ids = {k.topic_id for k, _ in partitions if k.topic_id.int} if version >= 13 else set()
+        else:
+            out, ids = [], set()
         self.handler.handle_response(error_code, session_id, throttle_time_ms, out, ids, version)
 
     def error(self) -> None:

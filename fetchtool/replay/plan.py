@@ -216,6 +216,9 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
     skipped: Counter = Counter()
     by_stream: dict[tuple[str, str, int], list[Exchange]] = {}
     for ex in exchanges:
+        if not isinstance(ex, Exchange):   # the decoder's OrphanResponse: a response whose request is not captured
+            skipped["request_missing"] += 1
+            continue
         if ex.api_key != FETCH:
             skipped["fetch_snapshot" if ex.api_key == 59 else f"api_key_{ex.api_key}"] += 1
             continue
@@ -254,11 +257,15 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
     # stream are sorted, so applying request j when its response comes up keeps per-stream order only if responses
     # come in request order; handle pipelined requests by applying all pending requests up to j first.
     applied = [0] * len(groups)
+    last_wanted: list[tuple] = [() for _ in groups]
     for _t, i, j in order:
         group = groups[i]
         while applied[i] <= j:
             _apply_request(group[applied[i]], wanted_state[i], topics, interned)
             planned_wanted = tuple(wanted_state[i].values())
+            if planned_wanted == last_wanted[i]:   # identical objects: compared by identity, in C
+                planned_wanted = last_wanted[i]    # one tuple while the set is unchanged (ClientModel reuses it)
+            last_wanted[i] = planned_wanted
             planned[i][applied[i]] = planned_wanted  # type: ignore[assignment]
             applied[i] += 1
         ex = group[j]

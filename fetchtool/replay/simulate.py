@@ -104,96 +104,164 @@ def _reads(ctx, fetch, sent: int) -> dict:
     return {k: reads.get(k, _NO_DATA) for k, _ in ctx.partitions()}
 
 
-def simulate(plan: ReplayPlan, config: SimConfig, sessions: str = AS_CAPTURED, seed: int = 0) -> SimResult:
-    """Run the plan once with one cache configuration."""
+def simulate(plan: ReplayPlan, config: SimConfig, sessions: str = AS_CAPTURED, seed: int = 0,
+             processes: int | None = 1) -> SimResult:
+    """Run the plan once with one cache configuration.
+
+    Brokers share nothing (each has its own cache, round-robin counter and session-id draws), so with
+    ``processes`` > 1 (None: one per core) the brokers are simulated in forked workers and their results merged;
+    the result is the same as in one process.
+    """
+    return simulate_many(plan, [config], sessions, seed, processes)[0]
+
+
+def _without_gc(run, *args):
     # The run allocates many short-lived, acyclic objects; with the cyclic collector on, every full collection
     # walks the whole plan (millions of objects) again. Nothing here relies on cycle collection.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _simulate(plan, config, sessions, seed)
+        return run(*args)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int) -> SimResult:
-    rng = CapturedSessionIds(seed)
+class _EntrySizes(dict):
+    """version -> entry size, computed on first use (the loop indexes it once per exchange)."""
+
+    def __init__(self, size) -> None:
+        super().__init__()
+        self.size = size
+
+    def __missing__(self, version: int) -> int:
+        self[version] = n = self.size(version)
+        return n
+
+
+def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
+              brokers: frozenset[str] | None = None) -> _Part:
+    """Simulate the streams of ``brokers`` (None: all); the other streams are left out (their tallies None)."""
+    # One session-id source per broker, each seeded alike: a broker's draws do not depend on the other brokers'
+    # traffic, which is what lets brokers be simulated apart and merged.
     managers: dict[str, FetchManager] = {}
     caches: dict[str, FetchSessionCache] = {}
+    rngs: dict[str, CapturedSessionIds] = {}
     for broker in plan.brokers:
+        if brokers is not None and broker not in brokers:
+            continue
+        rng = rngs[broker] = CapturedSessionIds(seed)
         cache = FetchSessionCache(config.cache_slots, config.cache_shards, config.eviction_ms, rng=rng)
         caches[broker] = cache
         managers[broker] = FetchManager(cache)
     topic_names = {t.topic_id: name for name, t in plan.topics.items() if t.topic_id is not None}
     streams = plan.streams
-    models = [ClientModel(s.behaviour, sessions, interned=plan.keys) for s in streams]
-    tallies = [Tally() for _ in streams]
+    mine = [s.broker in managers for s in streams]
+    models = [ClientModel(s.behaviour, sessions, interned=plan.keys) if m else None for s, m in zip(streams, mine)]
+    tallies = [Tally() if m else None for m in mine]
     owners: dict[tuple[str, int], int] = {}  # (broker, live session id) -> stream index
     evicted_by: Counter = Counter()
     pending: dict[tuple[int, int], tuple] = {}
+    # Per stream, what the loop needs of it, looked up once.
+    fetches = [s.fetches for s in streams]
+    new_context = [managers[s.broker].new_context if m else None for s, m in zip(streams, mine)]
+    requests = [m.request_parts if m else None for m in models]
+    responses = [m.response if m else None for m in models]
+    follower = [s.is_follower for s in streams]
+    stream_rng = [rngs.get(s.broker) for s in streams]
+    req_entry, resp_entry = _EntrySizes(request_entry_size), _EntrySizes(response_entry_size)
+    every = all(mine)
 
-    def answer(i: int, j: int, now_ms: int) -> None:
-        ctx, sent, forgot = pending.pop((i, j))
-        stream = streams[i]
-        fetch = stream.fetches[j]
-        tally = tallies[i]
-        if fetch.throttle_time_ms and not fetch.response_partitions and ctx.kind != "error":
-            outcome = ctx.throttled_response(fetch.throttle_time_ms)
+    for t_ms, phase, i, j in plan.timeline:
+        if not every and not mine[i]:
+            continue
+        if phase == REQUEST:
+            fetch = fetches[i][j]
+            metadata, fetch_data, to_forget = requests[i](fetch)
+            tallies[i].requests += 1
+            ctx = new_context[i](t_ms, fetch.version, metadata, follower[i], fetch_data, to_forget, topic_names)
+            if fetch.response_t_ms is not None:
+                pending[(i, j)] = (ctx, len(fetch_data), len(to_forget))
+                continue
+            sent, forgot = len(fetch_data), len(to_forget)
         else:
-            if ctx.kind == "full":
+            ctx, sent, forgot = pending.pop((i, j))
+            fetch = fetches[i][j]
+        # The response: the context answers from the plan's reads (see _reads).
+        tally = tallies[i]
+        kind = ctx.kind
+        throttle = fetch.throttle_time_ms
+        if throttle and not fetch.response_partitions and kind != "error":
+            outcome = ctx.throttled_response(throttle)
+        elif kind == "incremental":
+            outcome = ctx.update_and_generate_response(t_ms, fetch.reads)
+        elif kind == "error":
+            outcome = ctx.update_and_generate_response(t_ms, _EMPTY)
+        else:
+            reads = fetch.reads
+            if len(reads) != sent:
+                reads = {k: reads.get(k, _NO_DATA) for k, _ in ctx.partitions()}
+            if kind == "full":
+                rng = stream_rng[i]
                 rng.hint = fetch.response_session_id if fetch.epoch == 0 and not fetch.error_code else 0
-            outcome = ctx.update_and_generate_response(now_ms, _reads(ctx, fetch, sent))
-            rng.hint = 0
+                outcome = ctx.update_and_generate_response(t_ms, reads)
+                rng.hint = 0
+            else:
+                outcome = ctx.update_and_generate_response(t_ms, reads)
         tally.responses += 1
         err = outcome.error_code
+        session_id = outcome.session_id
         if err:
             tally.errors[err] += 1
-        kind = ctx.kind
-        if kind == "full" and outcome.session_id:
+        if kind == "incremental":
+            if not err:
+                tally.incremental += 1
+        elif kind == "full" and session_id:
             tally.sessions_created += 1
-            cache = caches[stream.broker]
-            owners[(stream.broker, outcome.session_id)] = i
-            for ev in cache.drain_events():
+            broker = streams[i].broker
+            owners[(broker, session_id)] = i
+            for ev in caches[broker].drain_events():
                 if isinstance(ev, SessionEvicted):
-                    victim = owners.pop((stream.broker, ev.session_id), None)
+                    victim = owners.pop((broker, ev.session_id), None)
                     if victim is not None:
                         tallies[victim].evictions += 1
                     evicted_by[i] += 1
-        elif kind == "incremental" and not err:
-            tally.incremental += 1
         parts = outcome.partitions
         records = 0
         for _k, r in parts:
             records += r.records_size
         tally.records_bytes += records
         v = fetch.version
-        tally.request_bytes += max(0, (fetch.request_bytes or 0) + (sent - fetch.sent) * request_entry_size(v)
-                                   + (forgot - fetch.forgotten) * 4)
-        if fetch.response_bytes is not None:
-            tally.response_bytes += max(0, fetch.response_bytes
-                                        + (len(parts) - (fetch.response_partitions or 0)) * response_entry_size(v)
-                                        + records - (fetch.records_bytes or 0))
-        models[i].response(v, err, outcome.session_id, outcome.throttle_time_ms, parts)
+        request_bytes = ((fetch.request_bytes or 0) + (sent - fetch.sent) * req_entry[v]
+                         + (forgot - fetch.forgotten) * 4)
+        if request_bytes > 0:
+            tally.request_bytes += request_bytes
+        response_bytes = fetch.response_bytes
+        if response_bytes is not None:
+            response_bytes += ((len(parts) - (fetch.response_partitions or 0)) * resp_entry[v]
+                               + records - (fetch.records_bytes or 0))
+            if response_bytes > 0:
+                tally.response_bytes += response_bytes
+        responses[i](v, err, session_id, outcome.throttle_time_ms, parts)
 
-    for t_ms, phase, i, j in plan.timeline:
-        if phase == REQUEST:
-            stream = streams[i]
-            fetch = stream.fetches[j]
-            req = models[i].request(fetch)
-            tallies[i].requests += 1
-            ctx = managers[stream.broker].new_context(
-                t_ms, fetch.version, req.metadata, stream.is_follower, req.fetch_data, req.to_forget, topic_names,
-            )
-            pending[(i, j)] = (ctx, len(req.fetch_data), len(req.to_forget))
-            if fetch.response_t_ms is None:
-                answer(i, j, t_ms)
-        else:
-            answer(i, j, t_ms)
+    return tallies, evicted_by
 
+
+_Part = tuple  # (tallies by stream index, None for streams left out; evictions caused by stream index)
+
+
+def _merge(plan: ReplayPlan, config: SimConfig, parts: list[_Part]) -> SimResult:
+    """One result from runs over disjoint sets of brokers (each stream's tally comes from the run that had it)."""
+    tallies: list[Tally] = [None] * len(plan.streams)  # type: ignore[list-item]
+    evicted_by: Counter = Counter()
+    for part_tallies, part_evicted in parts:
+        for i, tally in enumerate(part_tallies):
+            if tally is not None:
+                tallies[i] = tally
+        evicted_by.update(part_evicted)
     totals = Tally()
     brokers: dict[str, Tally] = {}
-    for stream, tally in zip(streams, tallies):
+    for stream, tally in zip(plan.streams, tallies):
         brokers.setdefault(stream.broker, Tally()).add(tally)
         totals.add(tally)
     return SimResult(config, totals, brokers, tallies, evicted_by)
@@ -204,26 +272,39 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int) -> 
 _FORKED_PLAN: tuple[ReplayPlan, str, int] | None = None
 
 
-def _simulate_forked(config: SimConfig) -> SimResult:
+def _simulate_forked(task: tuple[int, SimConfig, frozenset[str] | None]) -> tuple[int, _Part]:
     plan, sessions, seed = _FORKED_PLAN  # type: ignore[misc]
-    return simulate(plan, config, sessions, seed)
+    index, config, brokers = task
+    return index, _without_gc(_simulate, plan, config, sessions, seed, brokers)
 
 
 def simulate_many(plan: ReplayPlan, configs: list[SimConfig], sessions: str = AS_CAPTURED,
                   seed: int = 0, processes: int | None = None) -> list[SimResult]:
     """Run the plan once per configuration; results in ``configs`` order.
 
-    Each run is independent and deterministic, so with more than one configuration they run in forked worker
-    processes, one per core (``processes``: at most this many; 1 runs them here, in order). Falls back to
-    running them here where fork is unavailable or other threads are running (forking those is unsafe).
+    Every (configuration, broker) pair is an independent, deterministic run, so with more than one of them they
+    run in forked worker processes, one per core (``processes``: at most this many; 1 runs everything here),
+    biggest first, and each configuration's brokers are merged into one result. Falls back to running here
+    where fork is unavailable or other threads are running (forking those is unsafe).
     """
     global _FORKED_PLAN
-    workers = min(len(configs), processes or os.cpu_count() or 1)
+    brokers = plan.brokers
+    tasks = [(c, config, frozenset([b])) for c, config in enumerate(configs) for b in brokers] if len(brokers) > 1 \
+        else [(c, config, None) for c, config in enumerate(configs)]
+    workers = min(len(tasks), processes or os.cpu_count() or 1)
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
-        return [simulate(plan, c, sessions, seed) for c in configs]
+        return [_merge(plan, config, [_without_gc(_simulate, plan, config, sessions, seed)]) for config in configs]
+    # Longest first (by exchanges), so that no worker is left with a big broker at the end.
+    load = Counter()
+    for s in plan.streams:
+        load[s.broker] += len(s.fetches)
+    tasks.sort(key=lambda t: -sum(load[b] for b in (t[2] or brokers)))
     _FORKED_PLAN = (plan, sessions, seed)
+    parts: list[list[_Part]] = [[] for _ in configs]
     try:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
-            return pool.map(_simulate_forked, configs, chunksize=1)
+            for index, part in pool.imap_unordered(_simulate_forked, tasks, chunksize=1):
+                parts[index].append(part)
     finally:
         _FORKED_PLAN = None
+    return [_merge(plan, config, p) for config, p in zip(configs, parts)]

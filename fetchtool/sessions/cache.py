@@ -16,6 +16,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator, Literal
 
+_heappush = heapq.heappush
+
 from .errors import SessionIdOutOfRange
 from .metadata import INITIAL_EPOCH, INVALID_SESSION_ID, MAX_INT, next_epoch
 from .partitions import TopicIdPartition
@@ -246,30 +248,30 @@ class FetchSessionCacheShard:
         Membership of the evictable sets is decided here and only here: by privileged newcomers if the session
         is unprivileged or older than eviction_ms; by all if it is older than eviction_ms.
         """
-        self._seq += 1
-        seq = self._seq
+        self._seq = seq = self._seq + 1
         session.last_used_ms = now_ms
         if session._lu_pushed != now_ms:
             session._lu_pushed = now_ms
-            heapq.heappush(self._last_used, (now_ms, session.id, seq, session))
+            _heappush(self._last_used, (now_ms, session.id, seq, session))
         old_size = session.cached_size
-        if old_size != -1:
-            self._num_partitions -= old_size
         size = len(session.partition_map)
         session.cached_size = size
+        self._num_partitions += size - old_size if old_size != -1 else size
         old_size_pushed = session._size_pushed
         session._size_pushed = size
         old_all, old_priv = session._in_all, session._in_priv
         aged = now_ms - session.creation_ms > self.eviction_ms
-        session._in_priv = in_priv = (not session.privileged) or aged
+        privileged = session.privileged
+        session._in_priv = in_priv = (not privileged) or aged
         session._in_all = aged
-        ekey = (session.privileged, size, session.id, seq, session)
+        # A session already in a set under its current size keeps its entry (the common, steady-state touch).
         if in_priv and (not old_priv or old_size_pushed != size):
-            heapq.heappush(self._by_priv, ekey)
+            _heappush(self._by_priv, (privileged, size, session.id, seq, session))
         if aged and (not old_all or old_size_pushed != size):
-            heapq.heappush(self._by_all, ekey)
-        self._num_partitions += size
-        self._maybe_compact()
+            _heappush(self._by_all, (privileged, size, session.id, seq, session))
+        limit = 2 * len(self._sessions) + 64
+        if len(self._last_used) > limit or len(self._by_priv) > limit or len(self._by_all) > limit:
+            self._maybe_compact()
 
     # -- heap helpers
     def _first_last_used(self) -> FetchSession | None:

@@ -20,6 +20,7 @@ LATEST_FETCH_VERSION = 17          # at the reference commit (Kafka 3.9/4.0); 4.
 MAX_VERSION_WITHOUT_TOPIC_IDS = 12
 
 T = TypeVar("T")
+_set = object.__setattr__
 
 
 def max_request_version(can_use_topic_ids: bool, latest: int = LATEST_FETCH_VERSION) -> int:
@@ -38,6 +39,14 @@ class FetchRequestData:
     session_partitions: dict[TopicPartition, PartitionData]
     metadata: FetchMetadata
     can_use_topic_ids: bool
+
+    def __init__(self, to_send: dict[TopicPartition, PartitionData], to_forget: list[TopicIdPartition],
+                 to_replace: list[TopicIdPartition], session_partitions: dict[TopicPartition, PartitionData],
+                 metadata: FetchMetadata, can_use_topic_ids: bool) -> None:
+        # One assignment of the instance dict instead of six frozen-field setters (a request is built per fetch).
+        _set(self, "__dict__", {"to_send": to_send, "to_forget": to_forget, "to_replace": to_replace,
+                                "session_partitions": session_partitions, "metadata": metadata,
+                                "can_use_topic_ids": can_use_topic_ids})
 
     def forgotten_for_version(self, version: int) -> list[TopicIdPartition]:
         """ForgottenTopicsData: toForget, plus toReplace only from v13 (below it the new partition would be
@@ -64,6 +73,8 @@ class FetchRequestData:
 def find_missing(to_find: Iterable[T], to_search: Iterable[T]) -> list[T]:
     """Items of ``to_find`` not in ``to_search``, in ``to_find`` order (Kafka returns a LinkedHashSet)."""
     search = to_search if isinstance(to_search, (set, frozenset, dict)) else set(to_search)
+    if isinstance(to_find, (list, tuple)) and all(item in search for item in to_find):
+        return []           # the usual answer, without building the seen set
     out: list[T] = []
     seen: set = set()
     for item in to_find:
@@ -71,6 +82,20 @@ def find_missing(to_find: Iterable[T], to_search: Iterable[T]) -> list[T]:
             seen.add(item)
             out.append(item)
     return out
+
+
+def topic_id_summary(partitions: Iterable[tuple[TopicPartition, PartitionData]]) -> tuple[dict[uuid.UUID, str], int]:
+    """What a Builder learns from ``add``-ing these partitions: the topic names by id (first name wins) and the
+    number of partitions without a topic id. Lets a caller that sends the same set again reuse it (build_from)."""
+    names: dict[uuid.UUID, str] = {}
+    without = 0
+    for tp, data in partitions:
+        tid = data.topic_id
+        if tid.int == 0:
+            without += 1
+        elif tid not in names:
+            names[tid] = tp.topic
+    return names, without
 
 
 class Builder:
@@ -193,6 +218,21 @@ class FetchSessionHandler:
 
     def new_builder(self, size: int = 0, copy_session_partitions: bool = True) -> Builder:
         return Builder(self, copy_session_partitions)
+
+    def build_from(self, partitions: dict[TopicPartition, PartitionData],
+                   summary: tuple[dict[uuid.UUID, str], int] | None = None,
+                   copy_session_partitions: bool = True) -> FetchRequestData:
+        """``new_builder()``, ``add`` of every (partition, data) in order, then ``build()``, in one call.
+
+        ``summary`` is topic_id_summary(partitions.items()) when the caller already has it; the dict
+        ``partitions`` is copied, never kept or changed.
+        """
+        builder = Builder(self, copy_session_partitions)
+        builder._next = dict(partitions)
+        names, without = summary if summary is not None else topic_id_summary(partitions.items())
+        builder._topic_names = dict(names)
+        builder._partitions_without_topic_ids = without
+        return builder.build()
 
     def session_topic_partitions(self) -> list[TopicPartition]:
         return list(self.session_partitions)

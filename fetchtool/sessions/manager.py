@@ -13,7 +13,7 @@ from typing import Iterable, Mapping
 
 from . import errors
 from .cache import FetchSessionCache
-from .metadata import FINAL_EPOCH, INVALID_SESSION_ID, FetchMetadata, next_epoch
+from .metadata import FINAL_EPOCH, INVALID_SESSION_ID, MAX_INT, FetchMetadata, next_epoch
 from .partitions import PartitionData, PartitionResult, TopicIdPartition
 from .session import CachedPartition, FetchSession
 
@@ -29,8 +29,16 @@ class FetchOutcome:
     throttle_time_ms: int
     partitions: tuple[tuple[TopicIdPartition, PartitionResult], ...]
 
+    def __init__(self, error_code: int, session_id: int, throttle_time_ms: int,
+                 partitions: tuple[tuple[TopicIdPartition, PartitionResult], ...]) -> None:
+        _set(self, "error_code", error_code)       # see metadata.py
+        _set(self, "session_id", session_id)
+        _set(self, "throttle_time_ms", throttle_time_ms)
+        _set(self, "partitions", partitions)
+
 
 _EMPTY: tuple = ()
+_set = object.__setattr__
 
 
 class FetchContext:
@@ -185,7 +193,8 @@ class IncrementalFetchContext(FetchContext):
         self.session = session
         self.topic_names = topic_names
         self.session_id = session.id
-        self._expected_epoch = next_epoch(req_metadata.epoch)
+        epoch = req_metadata.epoch
+        self._expected_epoch = FINAL_EPOCH if epoch < 0 else 1 if epoch == MAX_INT else epoch + 1   # next_epoch
 
     def get_fetch_offset(self, tp: TopicIdPartition) -> int | None:
         return self.session.get_fetch_offset(tp)
@@ -294,11 +303,18 @@ class FetchManager:
                 return SessionlessFetchContext(fetch_data)
             return FullFetchContext(cache, fetch_data, version >= TOPIC_IDS_MIN_VERSION, is_follower)
         # incremental: epoch > 0, or <= -2
-        try:
-            shard = cache.get_cache_shard(session_id)
-        except errors.SessionIdOutOfRange:
-            return OutOfRangeSessionContext(version, metadata, fetch_data)
-        session = shard.get(session_id)
+        if session_id >= 0:   # get_cache_shard inlined for the common case (Java int division of a positive id)
+            index = session_id // cache.session_id_range
+            shards = cache.shards
+            if index >= len(shards):
+                return OutOfRangeSessionContext(version, metadata, fetch_data)
+            shard = shards[index]
+        else:
+            try:
+                shard = cache.get_cache_shard(session_id)
+            except errors.SessionIdOutOfRange:
+                return OutOfRangeSessionContext(version, metadata, fetch_data)
+        session = shard._sessions.get(session_id)
         if session is None:
             return SessionErrorContext(errors.FETCH_SESSION_ID_NOT_FOUND, metadata)
         # Check order: epoch first, then topic-id usage; an error leaves the session untouched.
@@ -306,10 +322,11 @@ class FetchManager:
             return SessionErrorContext(errors.INVALID_FETCH_SESSION_EPOCH, metadata)
         if session.uses_topic_ids != (version >= TOPIC_IDS_MIN_VERSION):
             return SessionErrorContext(errors.FETCH_SESSION_TOPIC_ID_ERROR, metadata)
-        session.update(fetch_data, to_forget)
-        if session.is_empty:
+        if fetch_data or to_forget:   # an incremental request that sends and forgets nothing changes no partition
+            session.update(fetch_data, to_forget)
+        if not session.partition_map:
             shard.remove(session, now_ms, "empty")
             return SessionlessFetchContext(fetch_data)
         shard.touch(session, now_ms)                                  # lastUsed = request time
-        session.epoch = next_epoch(session.epoch)                     # advanced before the response is built
-        return IncrementalFetchContext(metadata, session, topic_names)
+        session.epoch = FINAL_EPOCH if epoch < 0 else 1 if epoch == MAX_INT else epoch + 1   # next_epoch, before
+        return IncrementalFetchContext(metadata, session, topic_names)      # the response is built

@@ -14,6 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+# Frozen dataclasses assign their fields through object.__setattr__; the generated __init__ looks it up on every
+# field, which makes constructing one several times dearer than a plain object. The hot classes of the engine
+# define their own __init__ with this pre-bound setter (same fields, same signature, same frozen behaviour).
+_set = object.__setattr__
+
 MAX_INT = 2**31 - 1
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -37,6 +42,10 @@ class FetchMetadata:
     INITIAL: ClassVar[FetchMetadata]
     LEGACY: ClassVar[FetchMetadata]
 
+    def __init__(self, session_id: int, epoch: int) -> None:
+        _set(self, "session_id", session_id)
+        _set(self, "epoch", epoch)
+
     @property
     def is_full(self) -> bool:
         """Full requests list every partition; epoch 0 (maybe create a session) or -1 (sessionless)."""
@@ -48,7 +57,8 @@ class FetchMetadata:
         return FetchMetadata(session_id, next_epoch(INITIAL_EPOCH))
 
     def next_incremental(self) -> FetchMetadata:
-        return FetchMetadata(self.session_id, next_epoch(self.epoch))
+        epoch = self.epoch
+        return FetchMetadata(self.session_id, FINAL_EPOCH if epoch < 0 else 1 if epoch == MAX_INT else epoch + 1)
 
     def next_close_existing(self) -> FetchMetadata:
         """Close this session and do not open a new one: (id, -1)."""

@@ -8,6 +8,8 @@ from typing import NamedTuple
 
 ZERO_UUID = uuid.UUID(int=0)
 
+_set = object.__setattr__   # see metadata.py: the hot frozen classes assign their fields with a pre-bound setter
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class TopicIdPartition:
@@ -81,6 +83,16 @@ class PartitionData:
     last_fetched_epoch: int = -1
     topic_id: uuid.UUID = ZERO_UUID
 
+    def __init__(self, fetch_offset: int, log_start_offset: int = -1, max_bytes: int = 1048576,
+                 current_leader_epoch: int = -1, last_fetched_epoch: int = -1, topic_id: uuid.UUID = ZERO_UUID
+                 ) -> None:
+        _set(self, "fetch_offset", fetch_offset)
+        _set(self, "log_start_offset", log_start_offset)
+        _set(self, "max_bytes", max_bytes)
+        _set(self, "current_leader_epoch", current_leader_epoch)
+        _set(self, "last_fetched_epoch", last_fetched_epoch)
+        _set(self, "topic_id", topic_id)
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionResult:
@@ -97,3 +109,14 @@ class PartitionResult:
     records_size: int = 0
     diverging_epoch: int = -1
     preferred_read_replica: int = -1
+
+    def __init__(self, error_code: int = 0, high_watermark: int = -1, last_stable_offset: int = -1,
+                 log_start_offset: int = -1, records_size: int = 0, diverging_epoch: int = -1,
+                 preferred_read_replica: int = -1) -> None:
+        _set(self, "error_code", error_code)
+        _set(self, "high_watermark", high_watermark)
+        _set(self, "last_stable_offset", last_stable_offset)
+        _set(self, "log_start_offset", log_start_offset)
+        _set(self, "records_size", records_size)
+        _set(self, "diverging_epoch", diverging_epoch)
+        _set(self, "preferred_read_replica", preferred_read_replica)
