@@ -14,6 +14,7 @@ it (the old Sarama bug) keeps sending (0, 0); a sessionless client stays session
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections import Counter
 from collections.abc import Iterable
@@ -176,6 +177,7 @@ class ReplayPlan:
         }
 
 
+@functools.lru_cache(maxsize=4096)   # a capture names few topics, on every request
 def _uuid(text: str | None) -> uuid.UUID:
     if not text:
         return ZERO_UUID
@@ -188,12 +190,30 @@ def _uuid(text: str | None) -> uuid.UUID:
 class _Log:
     """The broker-wide latest knowledge of one partition, from every captured response."""
 
-    __slots__ = ("hw", "lso", "stable")
+    __slots__ = ("hw", "lso", "stable", "result")
 
     def __init__(self) -> None:
         self.hw = -1
         self.lso = -1
         self.stable = -1
+        # What a read of the partition gives when the response did not carry it (made when first needed); one
+        # object while the log is unchanged, shared by every stream that reads it (the engine skips a result
+        # object it has seen).
+        self.result: PartitionResult | None = _NOTHING_READ
+
+    def update(self, hw: int, lso: int, stable: int) -> None:
+        if hw != self.hw or lso != self.lso or stable != self.stable:
+            self.hw, self.lso, self.stable = hw, lso, stable
+            self.result = None
+
+    def read(self) -> PartitionResult:
+        result = self.result
+        if result is None:
+            result = self.result = PartitionResult(0, self.hw, self.stable, self.lso, 0)
+        return result
+
+
+_NOTHING_READ = PartitionResult(0, -1, -1, -1, 0)  # a partition no captured response has shown yet
 
 
 def classify(exchanges: list[Exchange]) -> str:
@@ -237,7 +257,7 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
 
     # The log: walk every exchange in response order so each read sees the latest captured state.
     topics: dict[str, TopicInfo] = {}
-    logs: dict[tuple[str, str, int], _Log] = {}
+    logs: dict[str, dict[tuple[str, int], _Log]] = {}  # broker -> (topic, partition) -> log
     streams: list[ClientStream] = []
     groups = list(by_stream.values())
     for group in groups:
@@ -269,39 +289,40 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
             planned[i][applied[i]] = planned_wanted  # type: ignore[assignment]
             applied[i] += 1
         ex = group[j]
-        broker = ex.broker
+        broker_logs = logs.get(ex.broker)
+        if broker_logs is None:
+            broker_logs = logs[ex.broker] = {}
+        # (topic, partition) tuples: equal to, and hashed like, the TopicPartition keys of the wanted set
+        in_response = {}
         for rp in ex.response_partitions or ():
             name = rp.topic or rp.topic_id or "?"
-            log = logs.get((broker, name, rp.partition))
+            key = (name, rp.partition)
+            in_response[key] = rp
+            log = broker_logs.get(key)
             if log is None:
-                log = logs[(broker, name, rp.partition)] = _Log()
+                log = broker_logs[key] = _Log()
+            info = topics.get(name)
             if rp.error_code == 0 and rp.high_watermark >= 0:
-                log.hw = rp.high_watermark
-                log.lso = rp.log_start_offset
-                log.stable = rp.last_stable_offset
-                info = topics.get(name)
+                log.update(rp.high_watermark, rp.log_start_offset, rp.last_stable_offset)
                 if info is not None:
                     info.first_hw.setdefault(rp.partition, rp.high_watermark)
                     info.last_hw[rp.partition] = rp.high_watermark
-            if name in topics:
-                topics[name].records_bytes += rp.records_bytes
-                topics[name].partitions.add(rp.partition)
-        in_response = {(rp.topic or rp.topic_id or "?", rp.partition): rp for rp in ex.response_partitions or ()}
+            if info is not None:
+                info.records_bytes += rp.records_bytes
+                info.partitions.add(rp.partition)
         wanted = planned[i][j]
         reads: dict[TopicIdPartition, PartitionResult] = {}
         previous = last_reads[i]
         for w in wanted:  # type: ignore[union-attr]
-            log = logs.get((broker, w.tp.topic, w.tp.partition))
-            rp = in_response.get((w.tp.topic, w.tp.partition))
-            if rp is not None:
-                result = PartitionResult(
-                    rp.error_code, rp.high_watermark, rp.last_stable_offset, rp.log_start_offset, rp.records_bytes,
-                    rp.diverging_epoch, rp.preferred_read_replica,
-                )
-            elif log is not None:
-                result = PartitionResult(0, log.hw, log.stable, log.lso, 0)
-            else:
-                result = PartitionResult(0, -1, -1, -1, 0)
+            rp = in_response.get(w.tp) if in_response else None
+            if rp is None:
+                log = broker_logs.get(w.tp)
+                reads[w.key] = _NOTHING_READ if log is None else log.result or log.read()
+                continue
+            result = PartitionResult(
+                rp.error_code, rp.high_watermark, rp.last_stable_offset, rp.log_start_offset, rp.records_bytes,
+                rp.diverging_epoch, rp.preferred_read_replica,
+            )
             before = previous.get(w.key)
             reads[w.key] = before if before is not None and before == result else result
         last_reads[i] = reads
@@ -348,13 +369,14 @@ def _apply_request(ex: Exchange, wanted: dict[TopicPartition, WantedPartition], 
     for fp in ex.forgotten_partitions:
         name = fp.topic or fp.topic_id or "?"
         wanted.pop(TopicPartition(name, fp.partition), None)
+    ids = ex.api_version >= 13
     for rp in ex.request_partitions:
         name = rp.topic or rp.topic_id or "?"
-        tid = _uuid(rp.topic_id) if ex.api_version >= 13 else ZERO_UUID
+        tid = _uuid(rp.topic_id) if ids else ZERO_UUID
         info = topics.get(name)
         if info is None:
-            info = topics[name] = TopicInfo(name, tid if tid != ZERO_UUID else None)
-        elif info.topic_id is None and tid != ZERO_UUID:
+            info = topics[name] = TopicInfo(name, tid if tid.int else None)
+        elif info.topic_id is None and tid.int:
             info.topic_id = tid
         info.partitions.add(rp.partition)
         ikey = (name, rp.partition, tid)
@@ -364,15 +386,21 @@ def _apply_request(ex: Exchange, wanted: dict[TopicPartition, WantedPartition], 
             if interned is not None:
                 interned[ikey] = keys
         tp, key = keys
-        data = PartitionData(
+        # An altered partition moves to the end, as the client's session map does. An unchanged one keeps its
+        # WantedPartition object (same value, and identity lets the client's Builder skip the comparison). The
+        # same key means the same topic id, so the other five fields decide.
+        before = wanted.pop(tp, None)
+        if before is not None and before.key is key:
+            d = before.data
+            if (d.fetch_offset == rp.fetch_offset and d.log_start_offset == rp.log_start_offset
+                    and d.max_bytes == rp.partition_max_bytes and d.current_leader_epoch == rp.current_leader_epoch
+                    and d.last_fetched_epoch == rp.last_fetched_epoch):
+                wanted[tp] = before
+                continue
+        wanted[tp] = WantedPartition(tp, key, PartitionData(
             rp.fetch_offset, rp.log_start_offset, rp.partition_max_bytes, rp.current_leader_epoch,
             rp.last_fetched_epoch, tid,
-        )
-        # An altered partition moves to the end, as the client's session map does. An unchanged one keeps its
-        # WantedPartition object (same value, and identity lets the client's Builder skip the comparison).
-        before = wanted.pop(tp, None)
-        wanted[tp] = before if before is not None and before.key is key and before.data == data \
-            else WantedPartition(tp, key, data)
+        ))
 
 
 def _planned_fetch(ex: Exchange, ms, wanted: tuple[WantedPartition, ...], reads) -> PlannedFetch:
