@@ -8,6 +8,7 @@ Streaming: exchanges are consumed one by one and dropped; only per-session and p
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 
 from fetchtool.exchange import FETCH_SNAPSHOT, Exchange
 
@@ -15,6 +16,9 @@ from .findings import FindingsEngine
 from .model import Analysis, CaptureSummary, Finding
 from .savings import SavingsEstimator
 from .tracker import SessionTracker
+
+
+_records_bytes = attrgetter("records_bytes")
 
 
 class _Totals:
@@ -40,7 +44,7 @@ class _Totals:
         self.request_bytes += ex.request_bytes or 0
         self.response_bytes += ex.response_bytes or 0
         if ex.response_partitions:
-            self.records += sum(p.records_bytes for p in ex.response_partitions)
+            self.records += sum(map(_records_bytes, ex.response_partitions))
 
     def merge(self, other: _Totals) -> None:
         """Add another part's totals (the Spark engine's per-broker parts)."""

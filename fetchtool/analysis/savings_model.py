@@ -142,6 +142,17 @@ class _Partition:
         self.noisy = False            # the result has records, errors, ...: not to be repeated
 
 
+class _Request:
+    """The last request row of one client key, and the engine input made from it (reused while unchanged, so
+    the session engine sees the very same object, and skips it)."""
+
+    __slots__ = ("row", "data")
+
+    def __init__(self) -> None:
+        self.row: RequestPartition | None = None
+        self.data: PartitionData | None = None
+
+
 class _Key(TopicIdPartition):
     """The engine's key as this model hands it over. It carries its client key and its _Partition, so the
     engine's output (which holds the keys it was given) maps back to the model's state without hashing a
@@ -160,46 +171,59 @@ def _make_key(topic_id: uuid.UUID, topic: str, partition: int, ck: ClientKey, pa
     return k
 
 
-def _constructor(cls, names: tuple[str, ...], row_fields: tuple[str, ...] | None = None):
-    """A constructor for a frozen slotted dataclass that fills its slots directly: the same object its
-    __init__ makes, at half the cost (one is made per changed captured row). Positional, or with `row_fields`
-    from one captured row (a NamedTuple: the field of the row that goes in each of `names`). Falls back to
-    the class itself (positional) if it is not the plain dataclass this relies on."""
-    fields = tuple(f.name for f in dataclasses.fields(cls))
-    if fields != names or hasattr(cls, "__post_init__") or "__slots__" not in cls.__dict__:
-        if row_fields is None:
-            return cls
-        get = attrgetter(*row_fields)
-        return lambda row: cls(*get(row))
-    setters = [getattr(cls, n).__set__ for n in names]
-    namespace = {"new": object.__new__, "cls": cls, **{f"s{i}": s for i, s in enumerate(setters)}}
+def _constructor(cls, names: tuple[str, ...], sample: tuple, row_fields: tuple[str, ...] | None = None):
+    """A constructor for a frozen slotted dataclass, three times cheaper than its __init__ (one object is made
+    per changed captured row): the slots are filled on a mutable twin with the same layout, whose instance
+    then becomes a `cls` (Python allows the __class__ change between such twins). The object is the one
+    __init__ makes: checked here on `sample` (positional arguments), else the plain constructor is used.
+
+    Positional, or with `row_fields` from one captured ResponsePartition: the row field for each of `names`.
+    """
     if row_fields is None:
-        args = ", ".join(f"a{i}" for i in range(len(names)))
-        values = [f"a{i}" for i in range(len(names))]
+        plain, args, values = cls, [f"a{i}" for i in range(len(names))], [f"a{i}" for i in range(len(names))]
+        check = sample
     else:
-        args = "row"
+        get = attrgetter(*row_fields)
+        plain, args = (lambda r: cls(*get(r))), ["row"]
         values = [f"row[{ResponsePartition._fields.index(f)}]" for f in row_fields]
-    body = "; ".join(f"s{i}(o, {v})" for i, v in enumerate(values))
-    exec(f"def make({args}):\n    o = new(cls); {body}; return o", namespace)  # noqa: S102 - fixed text
-    return namespace["make"]
+        by_field = dict(zip(row_fields, sample))
+        check = (ResponsePartition._make(by_field.get(f, 0) for f in ResponsePartition._fields),)
+    fields = tuple(f.name for f in dataclasses.fields(cls))
+    if fields != names or getattr(cls, "__slots__", None) != names or hasattr(cls, "__post_init__"):
+        return plain
+    twin = type(f"_Mutable{cls.__name__}", (), {"__slots__": names})
+    body = "".join(f"    o.{n} = {v}\n" for n, v in zip(names, values))
+    namespace = {"twin": twin, "cls": cls}
+    exec(f"def make({', '.join(args)}):\n    o = twin()\n{body}    o.__class__ = cls\n    return o\n",  # noqa: S102
+         namespace)
+    make = namespace["make"]
+    try:
+        made = make(*check)
+    except TypeError:   # the layouts differ after all
+        return plain
+    return make if type(made) is cls and made == cls(*sample) else plain
 
 
 _result_from_row = _constructor(
     PartitionResult, ("error_code", "high_watermark", "last_stable_offset", "log_start_offset", "records_size",
-                      "diverging_epoch", "preferred_read_replica"),
+                      "diverging_epoch", "preferred_read_replica"), (1, 2, 3, 4, 5, 6, 7),
     ("error_code", "high_watermark", "last_stable_offset", "log_start_offset", "records_bytes", "diverging_epoch",
      "preferred_read_replica"))
+_partition_data = _constructor(PartitionData, ("fetch_offset", "log_start_offset", "max_bytes",
+                                               "current_leader_epoch", "last_fetched_epoch", "topic_id"),
+                               (1, 2, 3, 4, 5, uuid.UUID(int=6)))
 _row_key = itemgetter(0, 1, 2)           # (topic, topic id, partition) of a captured row
 _row_topic = itemgetter(0)
 _row_topic_id = itemgetter(1)
 _hit_ck = itemgetter(0)
 _hit_part = itemgetter(2)
+_hit_request = itemgetter(3)
+_request_row = attrgetter("row")
+_request_data = attrgetter("data")
 _resp_row = attrgetter("resp_row")
 _first = itemgetter(0)
 _second = itemgetter(1)
 _part_result = attrgetter("part.result")
-_partition_data = _constructor(PartitionData, ("fetch_offset", "log_start_offset", "max_bytes",
-                                               "current_leader_epoch", "last_fetched_epoch", "topic_id"))
 _ck = attrgetter("ck")
 _topic = attrgetter("topic")
 _topic_id = attrgetter("topic_id")
@@ -210,11 +234,16 @@ _aborted = attrgetter("aborted_transactions")
 _row_diverging = attrgetter("diverging_epoch")
 
 
+def _count_diverging(epochs: list[int]) -> int:
+    return len([d for d in epochs if d >= 0]) if epochs and max(epochs) >= 0 else 0
+
+
 class StreamModel:
     """The session a client connection could have had with one broker (per-connection state only)."""
 
-    __slots__ = ("client", "broker", "handler", "manager", "wanted", "keys", "tips", "last_req", "last_data", "parts",
-                 "noisy", "exchanges", "last_error", "full_since_incremental", "_full_cache", "simple", "any_ids")
+    __slots__ = ("client", "broker", "handler", "manager", "wanted", "keys", "tips", "requests", "parts",
+                 "noisy", "exchanges", "last_error", "full_since_incremental", "_full_cache", "simple", "any_ids",
+                 "id_keys")
 
     def __init__(self, client: str, broker: str) -> None:
         self.client, self.broker = client, broker
@@ -223,12 +252,10 @@ class StreamModel:
         self.manager = FetchManager(FetchSessionCache(max_slots=1, shards=1, eviction_ms=1 << 62,
                                                       rng=random.Random(0)))
         self.wanted: dict[ClientKey, PartitionData] = {}   # what the client fetches, in its order
-        # (topic, topic id, partition) of a captured row -> (client key, engine key, its state)
-        self.keys: dict[tuple, tuple[ClientKey, _Key, _Partition]] = {}
+        # (topic, topic id, partition) of a captured row -> (client key, engine key, its state, its request)
+        self.keys: dict[tuple, tuple[ClientKey, _Key, _Partition, _Request]] = {}
         self.tips: dict[ClientKey, _Key] = {}              # the engine key a client key is sent as (its first)
-        # The last request row of each client key and the engine input made from it (reused while unchanged).
-        self.last_req: dict[ClientKey, RequestPartition] = {}
-        self.last_data: dict[ClientKey, PartitionData] = {}
+        self.requests: dict[ClientKey, _Request] = {}
         self.parts: dict[TopicIdPartition, _Partition] = {}
         self.noisy: list[_Partition] = []
         self.exchanges = 0
@@ -240,10 +267,11 @@ class StreamModel:
         # topic both by name and by id only, or a name with two ids): then sizes can be summed per partition.
         self.simple = True
         self.any_ids = False   # some engine key has a topic id
+        self.id_keys = False   # some entry of `keys` has a topic id
 
     # -- captured rows -> engine inputs ---------------------------------------------------------------------
     def _key(self, topic: str | None, topic_id: str | None, partition: int, ids: bool
-             ) -> tuple[ClientKey, _Key, _Partition]:
+             ) -> tuple[ClientKey, _Key, _Partition, _Request]:
         k = (topic, topic_id if ids else None, partition)
         hit = self.keys.get(k)
         if hit is None:
@@ -261,16 +289,22 @@ class StreamModel:
                 self.simple = False       # this engine key already has another client key
             if tid.int:
                 self.any_ids = True
-            hit = self.keys[k] = (ck, _make_key(tid, name, partition, ck, part), part)
+            if k[1] is not None:
+                self.id_keys = True
+            request = self.requests.get(ck)
+            if request is None:
+                request = self.requests[ck] = _Request()
+            hit = self.keys[k] = (ck, _make_key(tid, name, partition, ck, part), part, request)
             self.tips.setdefault(ck, hit[1])
         return hit
 
-    def _hits(self, rows, ids: bool, request: bool) -> list[tuple[ClientKey, _Key, _Partition]]:
+    def _hits(self, rows, ids: bool, request: bool) -> list[tuple[ClientKey, _Key, _Partition, _Request]]:
         """The key entry of each captured row, made where missing, in row order. A row's own (topic, topic id,
         partition) is its entry's dict key, except that a request row's topic id is ignored below v13."""
         keys, key = self.keys, self._key
         hits = list(map(keys.get, map(_row_key, rows)))
-        if request and not ids and list(map(_row_topic_id, rows)).count(None) != len(rows):
+        # (a row's topic id can only find a wrong entry if some entry has one)
+        if request and not ids and self.id_keys and list(map(_row_topic_id, rows)).count(None) != len(rows):
             return [key(r.topic, r.topic_id, r.partition, ids) for r in rows]
         if not all(hits):
             # In order, as one at a time: a missing entry is made once, and later rows find it.
@@ -282,30 +316,27 @@ class StreamModel:
         rows = ex.request_partitions
         hits = self._hits(rows, ids, True)
         cks = list(map(_hit_ck, hits))
-        last_req, last_data = self.last_req, self.last_data
+        requests = list(map(_hit_request, hits))
         make = _partition_data
-        if len(set(cks)) == len(cks):
-            # Rows equal to the client key's last one reuse its engine input (the session engine then sees the
-            # very same object, and skips it); the others get a new one.
-            datas = list(map(last_data.get, cks))
-            same = list(map(eq, map(last_req.get, cks), rows))
+        if len(set(requests)) == len(requests):
+            # Rows equal to the client key's last one reuse its engine input; the others get a new one.
+            datas = list(map(_request_data, requests))
+            same = list(map(eq, map(_request_row, requests), rows))
             if not all(same):
                 for i in compress(range(len(rows)), map(operator.not_, same)):
-                    p, tp = rows[i], cks[i]
-                    datas[i] = last_data[tp] = make(p.fetch_offset, p.log_start_offset, p.partition_max_bytes,
-                                                    p.current_leader_epoch, p.last_fetched_epoch,
-                                                    hits[i][1].topic_id)
-                    last_req[tp] = p
+                    p, q = rows[i], requests[i]
+                    datas[i] = q.data = make(p.fetch_offset, p.log_start_offset, p.partition_max_bytes,
+                                             p.current_leader_epoch, p.last_fetched_epoch, hits[i][1].topic_id)
+                    q.row = p
             wanted.update(zip(cks, datas))
         else:   # a partition listed twice: row by row, each compared with the one before
             for p, tp, hit in zip(rows, cks, hits):
-                if last_req.get(tp) == p:
-                    data = last_data[tp]
-                else:
-                    data = last_data[tp] = make(p.fetch_offset, p.log_start_offset, p.partition_max_bytes,
-                                                p.current_leader_epoch, p.last_fetched_epoch, hit[1].topic_id)
-                    last_req[tp] = p
-                wanted[tp] = data
+                q = hit[3]
+                if q.row != p:
+                    q.data = make(p.fetch_offset, p.log_start_offset, p.partition_max_bytes, p.current_leader_epoch,
+                                  p.last_fetched_epoch, hit[1].topic_id)
+                    q.row = p
+                wanted[tp] = q.data
         if kind == INCREMENTAL:
             key = self._key
             for f in ex.forgotten_partitions:
@@ -368,9 +399,9 @@ class StreamModel:
         now_ms = int((ex.ts or 0.0) * 1000)
 
         # The client side: what a session would send.
-        builder = self.handler.new_builder(copy_session_partitions=False)
-        builder.add_all(wanted.items())
-        req = builder.build()
+        # (with no topic id anywhere, what a Builder learns from the partitions is known: no names, none with an id)
+        req = self.handler.build_from(wanted, None if self.any_ids else ({}, len(wanted)),
+                                      copy_session_partitions=False)
         to_send = req.to_send
         forgotten = req.forgotten_for_version(veq)
         tips = self.tips
@@ -512,7 +543,7 @@ class StreamModel:
                     inc_aborted.append(r.aborted_transactions)
         inc_resp = (size.empty_response_frame(veq) + size.response_topics_size(veq, keys)
                     + size.response_values_size(veq, list(map(_records_size, results)), inc_aborted,
-                                                len([d for d in map(_diverging_epoch, results) if d >= 0])))
+                                                _count_diverging(list(map(_diverging_epoch, results)))))
         return full_resp, inc_resp
 
     def _response_sizes_any(self, version, veq, captured, seen, order, outcome, reenc_resp) -> tuple[int, int]:

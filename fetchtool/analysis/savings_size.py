@@ -109,6 +109,14 @@ class VersionSizes:
         return n * self.aborted_entry + (uvarint_size(n + 1) - 1 if self.flexible else 0)
 
 
+def _length_growth(lengths) -> int:
+    """sum(uvarint_size(n + 1) - 1 for n in lengths if n >= 127): the bytes compact length prefixes add beyond
+    one (a uvarint of m takes ceil(bit_length(m) / 7) bytes)."""
+    if not lengths or max(lengths) < 127:
+        return 0
+    return sum([((n + 1).bit_length() + 6) // 7 - 1 for n in lengths if n >= 127])
+
+
 @lru_cache(maxsize=65536)
 def _utf8_len(name: str) -> int:
     return len(name.encode())
@@ -184,8 +192,8 @@ def response_values_size(version: int, records, aborted=(), diverging_count: int
     bytes of each entry, aborted-transaction counts (> 0 only count) and how many carry a diverging epoch."""
     vs = version_sizes(version)
     size = sum(records)
-    if vs.flexible and records and max(records) >= 127:
-        size += sum([uvarint_size(n + 1) - 1 for n in records if n >= 127])
+    if vs.flexible:
+        size += _length_growth(records)
     for a in aborted:
         if a > 0:
             size += vs.aborted_size(a)

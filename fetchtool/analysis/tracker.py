@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from dataclasses import dataclass
+from operator import attrgetter
 
 from fetchtool.exchange import FETCH, FETCH_SNAPSHOT, Exchange
 from fetchtool.sessions.metadata import FINAL_EPOCH, INITIAL_EPOCH, FetchMetadata, next_epoch
@@ -365,8 +366,16 @@ class SessionTracker:
     def _apply(s: TrackedSession, ex: Exchange) -> tuple[int, int]:
         parts = s.parts
         before = len(parts)
-        for p in ex.request_partitions:
-            parts.add((p.topic_id or p.topic, p.partition))
+        rows = ex.request_partitions
+        # (topic id or name, partition) per row; in C when every row has an id, or none has one (the usual cases)
+        ids = list(map(_topic_id, rows))
+        if all(ids):
+            parts.update(map(_id_and_partition, rows))
+        elif ids.count(None) == len(ids):
+            parts.update(map(_name_and_partition, rows))
+        else:
+            for p in rows:
+                parts.add((p.topic_id or p.topic, p.partition))
         added = len(parts) - before
         forgotten = 0
         for p in ex.forgotten_partitions:
@@ -408,6 +417,11 @@ class SessionTracker:
 
     def session_lives(self) -> list[SessionLife]:
         return [s.life() for s in self.sessions]
+
+
+_topic_id = attrgetter("topic_id")
+_id_and_partition = attrgetter("topic_id", "partition")
+_name_and_partition = attrgetter("topic", "partition")
 
 
 def _sent(ex: Exchange, epoch: int) -> SentRequest:
