@@ -178,7 +178,6 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
         if phase == REQUEST:
             fetch = fetches[i][j]
             metadata, fetch_data, to_forget = requests[i](fetch)
-            tallies[i].requests += 1
             ctx = new_context[i](t_ms, fetch.version, metadata, follower[i], fetch_data, to_forget, topic_names)
             if fetch.response_t_ms is not None:
                 pending[(i, j)] = (ctx, len(fetch_data), len(to_forget))
@@ -208,7 +207,6 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                 rng.hint = 0
             else:
                 outcome = ctx.update_and_generate_response(t_ms, reads)
-        tally.responses += 1
         err = outcome.error_code
         session_id = outcome.session_id
         if err:
@@ -244,6 +242,11 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                 tally.response_bytes += response_bytes
         responses[i](v, err, session_id, outcome.throttle_time_ms, parts)
 
+    # Every planned fetch is requested once and answered once (at its captured response time, or at once when
+    # the capture has no response), so the two counts are the stream's fetch count.
+    for tally, stream_fetches in zip(tallies, fetches):
+        if tally is not None:
+            tally.requests = tally.responses = len(stream_fetches)
     return tallies, evicted_by
 
 

@@ -220,20 +220,17 @@ class IncrementalFetchContext(FetchContext):
         append = selected.append
         moved = []
         # This loop visits every partition of the session on every incremental fetch, as Kafka's
-        # PartitionIterator does, so it is kept tight: the broker normally passes back the keys of partitions()
-        # in session order, which lets the zip skip the hash lookups, and a result object identical to the last
-        # one applied to a partition that was not selected then cannot be selected now.
-        cps = list(pmap.values()) if len(pmap) == len(results) else None
-        pairs = zip(results.items(), cps) if cps is not None else ((item, None) for item in results.items())
-        for (tp, resp), cp in pairs:
-            if cp is None or cp.tip is not tp:
-                cp = get(tp)
-                if cp is None:          # the Java port's null guard
-                    continue
+        # PartitionIterator does, so it is kept tight: a result object identical to the last one applied to a
+        # partition that was not selected then cannot be selected now (results are immutable).
+        for tp, resp in results.items():
+            cp = get(tp)
+            if cp is None:          # the Java port's null guard
+                continue
             if resp is cp.last_resp and not cp.last_must:
                 continue
             # Inlined CachedPartition.maybe_update_response_data(resp, update=True).
-            must = resp.records_size > 0
+            records = resp.records_size
+            must = records > 0
             hw = resp.high_watermark
             if cp.high_watermark != hw:
                 cp.high_watermark = hw
@@ -251,7 +248,7 @@ class IncrementalFetchContext(FetchContext):
             cp.last_must = must
             if must:
                 append((tp, resp))
-                if resp.records_size > 0:
+                if records > 0:
                     moved.append((tp, cp))
         # KAFKA-12330: only partitions that returned records go to the back of the session, in response order.
         for tp, cp in moved:
