@@ -522,7 +522,8 @@ class StreamModel:
         (a mentioned partition's are its captured row's; the others carry no records and no diverging epoch).
         """
         _, mentioned, mrows = seen
-        if version == veq and len(mentioned) == len(captured) and list(map(_ck, mentioned)) == order:
+        if (version == veq and len(mentioned) == len(captured) == len(order)
+                and list(map(_ck, mentioned)) == order):
             full_resp = reenc_resp    # the captured response is the full one: same entries, same order
         else:
             if len(mentioned) == len(captured):   # no partition repeated: the captured values are the present ones
