@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from fetchtool.exchange import FETCH, Exchange
 from fetchtool.sessions.partitions import ZERO_UUID, PartitionData, PartitionResult, TopicIdPartition, TopicPartition
 
+_set = object.__setattr__
+
 # How a client used fetch sessions in the capture.
 SESSION = "session"  # sends (0,0) then follows the broker's session id and epochs: driven by FetchSessionHandler
 ALWAYS_NEW = "always_new"  # sends (0,0) on every fetch although the broker gave it a session (Sarama #1644)
@@ -72,6 +74,36 @@ class PlannedFetch:
     reads: dict[TopicIdPartition, PartitionResult]
     correlation_id: int = -1
     request_frame: int | None = None
+
+    def __init__(self, t_ms, response_t_ms, version, replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level,
+                 session_id, epoch, wanted, sent, forgotten, error_code, response_session_id, throttle_time_ms,
+                 response_partitions, records_bytes, request_bytes, response_bytes, reads, correlation_id=-1,
+                 request_frame=None) -> None:
+        # A plan holds one per captured exchange: assigned with a pre-bound setter rather than the generated
+        # frozen __init__'s per-field lookup (same fields, same order, still frozen).
+        _set(self, "t_ms", t_ms)
+        _set(self, "response_t_ms", response_t_ms)
+        _set(self, "version", version)
+        _set(self, "replica_id", replica_id)
+        _set(self, "max_wait_ms", max_wait_ms)
+        _set(self, "min_bytes", min_bytes)
+        _set(self, "max_bytes", max_bytes)
+        _set(self, "isolation_level", isolation_level)
+        _set(self, "session_id", session_id)
+        _set(self, "epoch", epoch)
+        _set(self, "wanted", wanted)
+        _set(self, "sent", sent)
+        _set(self, "forgotten", forgotten)
+        _set(self, "error_code", error_code)
+        _set(self, "response_session_id", response_session_id)
+        _set(self, "throttle_time_ms", throttle_time_ms)
+        _set(self, "response_partitions", response_partitions)
+        _set(self, "records_bytes", records_bytes)
+        _set(self, "request_bytes", request_bytes)
+        _set(self, "response_bytes", response_bytes)
+        _set(self, "reads", reads)
+        _set(self, "correlation_id", correlation_id)
+        _set(self, "request_frame", request_frame)
 
     @property
     def closes(self) -> bool:
@@ -294,7 +326,9 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
             broker_logs = logs[ex.broker] = {}
         # (topic, partition) tuples: equal to, and hashed like, the TopicPartition keys of the wanted set
         in_response = {}
+        records_bytes = None if ex.response_partitions is None else 0
         for rp in ex.response_partitions or ():
+            records_bytes += rp.records_bytes
             name = rp.topic or rp.topic_id or "?"
             key = (name, rp.partition)
             in_response[key] = rp
@@ -326,7 +360,7 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
             before = previous.get(w.key)
             reads[w.key] = before if before is not None and before == result else result
         last_reads[i] = reads
-        planned[i][j] = _planned_fetch(ex, ms, wanted, reads)  # type: ignore[arg-type]
+        planned[i][j] = _planned_fetch(ex, ms, wanted, reads, records_bytes)  # type: ignore[arg-type]
 
     events: list[tuple[int, int, int, int, int, int]] = []
     for i, (group, fetches) in enumerate(zip(groups, planned)):
@@ -403,30 +437,32 @@ def _apply_request(ex: Exchange, wanted: dict[TopicPartition, WantedPartition], 
         ))
 
 
-def _planned_fetch(ex: Exchange, ms, wanted: tuple[WantedPartition, ...], reads) -> PlannedFetch:
-    v = ex.api_version
+def _planned_fetch(ex: Exchange, ms, wanted: tuple[WantedPartition, ...], reads, records_bytes: int | None
+                   ) -> PlannedFetch:
+    t_ms = ms(ex.ts)
+    rps = ex.response_partitions
     return PlannedFetch(
-        t_ms=ms(ex.ts),
-        response_t_ms=max(ms(ex.ts), ms(ex.response_ts)) if ex.response_ts is not None else None,
-        version=v,
-        replica_id=ex.replica_id if ex.replica_id is not None else -1,
-        max_wait_ms=ex.max_wait_ms if ex.max_wait_ms is not None else 500,
-        min_bytes=ex.min_bytes if ex.min_bytes is not None else 1,
-        max_bytes=ex.max_bytes if ex.max_bytes is not None else 52428800,
-        isolation_level=ex.isolation_level or 0,
-        session_id=ex.session_id or 0,
-        epoch=ex.session_epoch if ex.session_epoch is not None else -1,
-        wanted=wanted,
-        sent=len(ex.request_partitions),
-        forgotten=len(ex.forgotten_partitions),
-        error_code=ex.error_code,
-        response_session_id=ex.response_session_id,
-        throttle_time_ms=ex.throttle_time_ms,
-        response_partitions=ex.response_partition_count,
-        records_bytes=ex.records_bytes,
-        request_bytes=ex.request_bytes,
-        response_bytes=ex.response_bytes,
-        reads=reads,
-        correlation_id=ex.correlation_id,
-        request_frame=ex.request_frame,
+        t_ms,
+        max(t_ms, ms(ex.response_ts)) if ex.response_ts is not None else None,
+        ex.api_version,
+        ex.replica_id if ex.replica_id is not None else -1,
+        ex.max_wait_ms if ex.max_wait_ms is not None else 500,
+        ex.min_bytes if ex.min_bytes is not None else 1,
+        ex.max_bytes if ex.max_bytes is not None else 52428800,
+        ex.isolation_level or 0,
+        ex.session_id or 0,
+        ex.session_epoch if ex.session_epoch is not None else -1,
+        wanted,
+        len(ex.request_partitions),
+        len(ex.forgotten_partitions),
+        ex.error_code,
+        ex.response_session_id,
+        ex.throttle_time_ms,
+        None if rps is None else len(rps),      # Exchange.response_partition_count
+        records_bytes,                          # Exchange.records_bytes, summed in the caller's pass
+        ex.request_bytes,
+        ex.response_bytes,
+        reads,
+        ex.correlation_id,
+        ex.request_frame,
     )
