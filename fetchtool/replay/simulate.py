@@ -273,6 +273,7 @@ def _merge(plan: ReplayPlan, config: SimConfig, parts: list[_Part]) -> SimResult
 # The plan a forked worker simulates: set in the parent just before the fork, so workers inherit it instead of
 # unpickling millions of objects.
 _FORKED_PLAN: tuple[ReplayPlan, str, int] | None = None
+_FORK_FROM = 20_000   # simulated exchanges in all below which simulate_many(processes=None) stays in this process
 
 
 def _simulate_forked(task: tuple[int, SimConfig, frozenset[str] | None]) -> tuple[int, _Part]:
@@ -288,13 +289,16 @@ def simulate_many(plan: ReplayPlan, configs: list[SimConfig], sessions: str = AS
     Every (configuration, broker) pair is an independent, deterministic run, so with more than one of them they
     run in forked worker processes, one per core (``processes``: at most this many; 1 runs everything here),
     biggest first, and each configuration's brokers are merged into one result. Falls back to running here
-    where fork is unavailable or other threads are running (forking those is unsafe).
+    where fork is unavailable or other threads are running (forking those is unsafe), and, unless ``processes``
+    is given, for small plans.
     """
     global _FORKED_PLAN
     brokers = plan.brokers
     tasks = [(c, config, frozenset([b])) for c, config in enumerate(configs) for b in brokers] if len(brokers) > 1 \
         else [(c, config, None) for c, config in enumerate(configs)]
     workers = min(len(tasks), processes or os.cpu_count() or 1)
+    if processes is None and plan.requests * len(configs) < _FORK_FROM:
+        workers = 1     # a small plan is done before a pool would have started
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
         return [_merge(plan, config, [_without_gc(_simulate, plan, config, sessions, seed)]) for config in configs]
     # Longest first (by exchanges), so that no worker is left with a big broker at the end.
