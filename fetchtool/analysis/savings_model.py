@@ -22,7 +22,7 @@ import operator
 import random
 import uuid
 from dataclasses import dataclass
-from itertools import compress
+from itertools import compress, groupby
 from operator import attrgetter, eq, itemgetter, ne
 from typing import NamedTuple
 
@@ -215,6 +215,7 @@ _partition_data = _constructor(PartitionData, ("fetch_offset", "log_start_offset
 _row_key = itemgetter(0, 1, 2)           # (topic, topic id, partition) of a captured row
 _row_topic = itemgetter(0)
 _row_topic_id = itemgetter(1)
+_row_partition = itemgetter(2)
 _hit_ck = itemgetter(0)
 _hit_part = itemgetter(2)
 _hit_request = itemgetter(3)
@@ -243,7 +244,7 @@ class StreamModel:
 
     __slots__ = ("client", "broker", "handler", "manager", "wanted", "keys", "tips", "requests", "parts",
                  "noisy", "exchanges", "last_error", "full_since_incremental", "_full_cache", "simple", "any_ids",
-                 "id_keys")
+                 "id_keys", "by_name", "_req_runs", "_resp_runs")
 
     def __init__(self, client: str, broker: str) -> None:
         self.client, self.broker = client, broker
@@ -268,6 +269,11 @@ class StreamModel:
         self.simple = True
         self.any_ids = False   # some engine key has a topic id
         self.id_keys = False   # some entry of `keys` has a topic id
+        # The entries without a topic id again, by topic then partition: rows are looked up a topic at a time
+        # (the wire lists a topic's partitions together), and the topic runs found size the captured frames.
+        self.by_name: dict[str | None, dict[int, tuple]] = {}
+        self._req_runs: list | None = None    # topic_runs of this exchange's request rows, when known
+        self._resp_runs: list | None = None   # ... and of its response rows
 
     # -- captured rows -> engine inputs ---------------------------------------------------------------------
     def _key(self, topic: str | None, topic_id: str | None, partition: int, ids: bool
@@ -279,14 +285,16 @@ class StreamModel:
             # The client keys its session by name; a v13+ capture may only show the id.
             name = topic if topic is not None else (topic_id or "")
             ck = ClientKey(name, partition)
-            probe = TopicIdPartition(tid, name, partition)
-            part = self.parts.get(probe)
+            tip = _Key(tid, name, partition)
+            part = self.parts.get(tip)
             if part is None:
-                part = self.parts[probe] = _Partition(ck)
+                part = self.parts[tip] = _Partition(ck)
                 if ck in self.tips:
                     self.simple = False   # this client key already stands for another engine key
             elif part.ck != ck:
                 self.simple = False       # this engine key already has another client key
+            object.__setattr__(tip, "ck", ck)
+            object.__setattr__(tip, "part", part)
             if tid.int:
                 self.any_ids = True
             if k[1] is not None:
@@ -294,27 +302,45 @@ class StreamModel:
             request = self.requests.get(ck)
             if request is None:
                 request = self.requests[ck] = _Request()
-            hit = self.keys[k] = (ck, _make_key(tid, name, partition, ck, part), part, request)
+            hit = self.keys[k] = (ck, tip, part, request)
+            if k[1] is None:
+                by_partition = self.by_name.get(topic)
+                if by_partition is None:
+                    by_partition = self.by_name[topic] = {}
+                by_partition[partition] = hit
             self.tips.setdefault(ck, hit[1])
         return hit
 
-    def _hits(self, rows, ids: bool, request: bool) -> list[tuple[ClientKey, _Key, _Partition, _Request]]:
-        """The key entry of each captured row, made where missing, in row order. A row's own (topic, topic id,
-        partition) is its entry's dict key, except that a request row's topic id is ignored below v13."""
+    def _hits(self, rows, ids: bool, request: bool) -> tuple[list[tuple[ClientKey, _Key, _Partition, _Request]],
+                                                          list | None]:
+        """The key entry of each captured row, made where missing, in row order; and the rows' topic runs
+        (topic_runs of their wire keys) when known. A row's own (topic, topic id, partition) is its entry's
+        dict key, except that a request row's topic id is ignored below v13."""
         keys, key = self.keys, self._key
-        hits = list(map(keys.get, map(_row_key, rows)))
-        # (a row's topic id can only find a wrong entry if some entry has one)
-        if request and not ids and self.id_keys and list(map(_row_topic_id, rows)).count(None) != len(rows):
-            return [key(r.topic, r.topic_id, r.partition, ids) for r in rows]
+        runs = None
+        if not ids and not self.id_keys:
+            # Every entry is (topic, None, partition), and so is every row's below v13 (a topic id on a row can
+            # find nothing): look the partitions up a topic at a time.
+            by_name, runs, hits = self.by_name, [], []
+            for topic, run in groupby(rows, _row_topic):
+                run = list(run)
+                runs.append((topic, len(run)))
+                by_partition = by_name.get(topic)
+                hits += map(by_partition.get, map(_row_partition, run)) if by_partition else [None] * len(run)
+        else:
+            hits = list(map(keys.get, map(_row_key, rows)))
+            # (a row's topic id can only find a wrong entry if some entry has one)
+            if request and not ids and self.id_keys and list(map(_row_topic_id, rows)).count(None) != len(rows):
+                return [key(r.topic, r.topic_id, r.partition, ids) for r in rows], None
         if not all(hits):
             # In order, as one at a time: a missing entry is made once, and later rows find it.
             hits = [h if h is not None else key(r.topic, r.topic_id, r.partition, ids) for h, r in zip(hits, rows)]
-        return hits
+        return hits, runs
 
     def _wanted(self, ex: Exchange, kind: str, ids: bool) -> dict[ClientKey, PartitionData]:
         wanted = dict(self.wanted) if kind == INCREMENTAL else {}
         rows = ex.request_partitions
-        hits = self._hits(rows, ids, True)
+        hits, self._req_runs = self._hits(rows, ids, True)
         cks = list(map(_hit_ck, hits))
         requests = list(map(_hit_request, hits))
         make = _partition_data
@@ -348,9 +374,10 @@ class StreamModel:
     def _results(self, captured, ids: bool) -> tuple[list, list[_Partition], list[ResponsePartition]]:
         """Update the last seen per-partition results from the captured response. Returns the key entry of
         each row, and the partitions it mentions, each once in order, with their (last) rows."""
+        self._resp_runs = None
         if not captured:
             return [], [], []
-        hits = self._hits(captured, False, False) if not ids else self._hits(captured, ids, False)
+        hits, self._resp_runs = self._hits(captured, ids, False)
         parts = list(map(_hit_part, hits))
         rows = captured
         if len(set(parts)) != len(parts):   # a partition repeated: its last row counts
@@ -456,9 +483,10 @@ class StreamModel:
                 and len(ex.request_partitions) == len(order)):
             reenc_req = full_req      # a full request re-sizes as the full equivalent: same entries, same order
         else:
+            runs = self._req_runs   # the request rows' topic runs if _wanted found them (below v13 only)
             reenc_req = size.request_frame_size(
-                version, client_id, replica_id, rack, _keys(version, ex.request_partitions),
-                _keys(version, ex.forgotten_partitions))
+                version, client_id, replica_id, rack, () if runs is not None else _keys(version, ex.request_partitions),
+                _keys(version, ex.forgotten_partitions), runs)
         captured = ex.response_partitions
         missing = captured is None
         records = 0
@@ -473,7 +501,9 @@ class StreamModel:
                        if max(map(_aborted, captured), default=0) > 0 else [])
             diverging = ([d for d in map(_row_diverging, captured) if d >= 0]
                          if max(map(_row_diverging, captured), default=-1) >= 0 else [])
-            reenc_resp = size.response_frame_size(version, _keys(version, captured), recs, aborted, diverging)
+            runs = self._resp_runs
+            reenc_resp = size.response_frame_size(version, () if runs is not None else _keys(version, captured), recs,
+                                                  aborted, diverging, runs)
             if simple and all(map(wanted.__contains__, map(_ck, seen[1]))):
                 full_resp, inc_resp = self._response_sizes(version, veq, captured, seen, order, outcome,
                                                            out_keys, full_topics, reenc_resp, recs, aborted,

@@ -139,52 +139,56 @@ def _request_fixed(version: int, replica_id: int, rack_id: str) -> int:
 
 
 def request_frame_size(version: int, client_id: str | None, replica_id: int | None, rack_id: str | None,
-                       keys, forgotten_keys=()) -> int:
+                       keys, forgotten_keys=(), runs: list | None = None) -> int:
     """Whole frame (size prefix, header with client id, body) of a Fetch request.
 
     `keys`: the topic key (topic_key()) of each partition entry, in wire order; consecutive entries with the
-    same key share one topic entry. `forgotten_keys`: the same for forgotten partitions.
+    same key share one topic entry. `forgotten_keys`: the same for forgotten partitions. `runs`, if given,
+    is topic_runs(keys), already known (then `keys` is not read).
     """
     vs = version_sizes(version)
     rid = -1 if replica_id is None else replica_id
     size = 4 + request_header_size(version, client_id) + _request_fixed(version, rid, rack_id or "")
-    size += _topics(vs, keys, vs.req_topic, vs.req_partition)
+    size += _topics(vs, topic_runs(keys) if runs is None else runs, vs.req_topic, vs.req_partition)
     if version >= 7 and forgotten_keys:
-        size += _topics(vs, forgotten_keys, vs.forgot_topic, vs.forgot_partition)
+        size += _topics(vs, topic_runs(forgotten_keys), vs.forgot_topic, vs.forgot_partition)
     return size
 
 
-def _topics(vs: VersionSizes, keys, per_topic: int, per_partition: int) -> int:
+def topic_runs(keys) -> list[tuple[object, int]]:
+    """(key, count) of each run of equal consecutive keys: the topic entries a list of partition entries makes."""
+    return [(key, len(list(run))) for key, run in groupby(keys)]
+
+
+def _topics(vs: VersionSizes, runs: list[tuple[object, int]], per_topic: int, per_partition: int) -> int:
     """Topic entries (with their length prefixes and the outer array's) and partition entries."""
     total = 0
-    topics = 0
     n = 0
     flexible, name_size = vs.flexible, vs.name_size
-    for key, run in groupby(keys):
-        k = len(list(run))
+    for key, k in runs:
         n += k
-        topics += 1
         total += per_topic + name_size(key)
         if flexible and k >= 127:
             total += uvarint_size(k + 1) - 1
-    if flexible and topics >= 127:
-        total += uvarint_size(topics + 1) - 1
+    if flexible and len(runs) >= 127:
+        total += uvarint_size(len(runs) + 1) - 1
     return total + n * per_partition
 
 
-def response_frame_size(version: int, keys, records, aborted=(), diverging=()) -> int:
+def response_frame_size(version: int, keys, records, aborted=(), diverging=(), runs: list | None = None) -> int:
     """Whole frame of a Fetch response, from columns: the topic key of each partition entry in wire order, the
     records bytes of each, and the aborted-transaction counts (> 0 only) and diverging epochs (>= 0 only) that
-    are present (their order does not matter)."""
+    are present (their order does not matter). `runs`, if given, is topic_runs(keys), already known."""
     vs = version_sizes(version)
-    return (4 + vs.response_header + vs.resp_empty + _topics(vs, keys, vs.resp_topic, vs.resp_partition)
+    return (4 + vs.response_header + vs.resp_empty
+            + _topics(vs, topic_runs(keys) if runs is None else runs, vs.resp_topic, vs.resp_partition)
             + response_values_size(version, records, aborted, sum([1 for d in diverging if d >= 0])))
 
 
 def response_topics_size(version: int, keys) -> int:
     """The part of response_frame_size that depends on the partition entries' topic keys only."""
     vs = version_sizes(version)
-    return _topics(vs, keys, vs.resp_topic, vs.resp_partition)
+    return _topics(vs, topic_runs(keys), vs.resp_topic, vs.resp_partition)
 
 
 def response_values_size(version: int, records, aborted=(), diverging_count: int = 0) -> int:
