@@ -139,3 +139,21 @@ def test_an_estimator_pickled_mid_stream_carries_on_exactly():
     for ex in exchanges[100:]:
         resumed.feed(ex)
     assert resumed.result().to_json() == whole.result().to_json()
+
+
+def test_frame_sizes_from_topic_runs_equal_those_from_keys():
+    from fetchtool.analysis import savings_size as size
+
+    rng = random.Random(5)
+    for version in (4, 7, 12, 13, 16):
+        for _ in range(200):
+            # runs of one topic (as on the wire), some long enough (>= 127) to grow a compact length prefix
+            keys = [k for _ in range(rng.randint(0, 6))
+                    for k in [rng.choice(["a", "bb", "", None, "ccc"])] * rng.choice([1, 3, 40, 130, 300])]
+            runs = size.topic_runs(keys)
+            assert sum(k for _, k in runs) == len(keys)
+            assert size.request_frame_size(version, "c", -1, None, (), (), runs) == \
+                size.request_frame_size(version, "c", -1, None, keys)
+            records = [rng.choice([0, 100, 127, 20000]) for _ in keys]
+            assert size.response_frame_size(version, (), records, [], [], runs) == \
+                size.response_frame_size(version, keys, records)
