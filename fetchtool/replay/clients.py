@@ -87,7 +87,7 @@ class ClientModel:
                 self._wanted, self._summary = wanted, None
                 self._data = {w.key: w.data for w in wanted}
             return (FetchMetadata.INITIAL if behaviour == ALWAYS_NEW else FetchMetadata.LEGACY), self._data, []
-        if fetch.closes and self.mode == AS_CAPTURED:
+        if fetch.epoch == -1 and fetch.session_id != 0 and self.mode == AS_CAPTURED:   # fetch.closes
             self.handler.notify_close()
         if wanted is not self._wanted or self._summary is None:
             self._wanted = wanted

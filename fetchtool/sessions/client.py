@@ -139,58 +139,65 @@ class Builder:
         if nxt is None:
             raise BuilderAlreadyBuilt("build() called twice on one FetchSessionHandler.Builder")
         self._next = None
-        h = self._handler
-        can_use_topic_ids = self._partitions_without_topic_ids == 0
+        return _build(self._handler, nxt, self._topic_names, self._partitions_without_topic_ids,
+                      self._copy_session_partitions)
 
-        if h.next_metadata.is_full:
-            h.session_partitions = nxt
-            h.session_topic_names = self._topic_names if can_use_topic_ids else {}
-            to_send = dict(nxt)
-            return FetchRequestData(to_send, [], [], to_send, h.next_metadata, can_use_topic_ids)
 
-        session = h.session_partitions
-        if nxt == session:
-            # Same partitions with equal data (dict equality tries identity first, so this is C-speed when the
-            # caller reuses its PartitionData objects): the loop below would pop every entry of next, find nothing
-            # altered, replaced, removed or added, and leave the session as it is.
-            nxt.clear()
-            h.session_topic_names = self._topic_names if can_use_topic_ids else {}
-            h.last_build = ([], [], [], [])
-            session_view = dict(session) if self._copy_session_partitions else session
-            return FetchRequestData(nxt, [], [], session_view, h.next_metadata, can_use_topic_ids)
-        added: list[TopicIdPartition] = []
-        removed: list[TopicIdPartition] = []
-        altered: list[TopicIdPartition] = []
-        replaced: list[TopicIdPartition] = []
-        for tp, prev in list(session.items()):
-            new = nxt.pop(tp, None)
-            if new is prev:
-                continue    # the very same PartitionData object: unchanged (equality is reflexive)
-            if new is not None:
-                if prev.topic_id != new.topic_id and prev.topic_id.int != 0 and new.topic_id.int != 0:
-                    # Same name, new id (topic recreated): send the new one, forget the old one (v13+).
-                    nxt[tp] = new
-                    session[tp] = new
-                    replaced.append(TopicIdPartition(prev.topic_id, tp.topic, tp.partition))
-                elif prev != new:
-                    nxt[tp] = new                     # re-added at the end of next
-                    session[tp] = new
-                    altered.append(TopicIdPartition(new.topic_id, tp.topic, tp.partition))
-            else:
-                del session[tp]
-                removed.append(TopicIdPartition(prev.topic_id, tp.topic, tp.partition))
-                if can_use_topic_ids and prev.topic_id.int == 0:
-                    can_use_topic_ids = False
-        for tp, new in nxt.items():
-            if tp in session:
-                # Everything after this point was moved to the end of next by the loop above.
-                break
-            session[tp] = new
-            added.append(TopicIdPartition(new.topic_id, tp.topic, tp.partition))
-        h.session_topic_names = self._topic_names if can_use_topic_ids else {}
-        h.last_build = (added, altered, removed, replaced)
-        session_view = dict(session) if self._copy_session_partitions else session
-        return FetchRequestData(nxt, removed, replaced, session_view, h.next_metadata, can_use_topic_ids)
+def _build(h: FetchSessionHandler, nxt: dict[TopicPartition, PartitionData], topic_names: dict[uuid.UUID, str],
+           partitions_without_topic_ids: int, copy_session_partitions: bool) -> FetchRequestData:
+    """Builder.build(): ``nxt`` (the partitions added, in order; consumed) against the handler's session."""
+    can_use_topic_ids = partitions_without_topic_ids == 0
+
+    if h.next_metadata.is_full:
+        h.session_partitions = nxt
+        h.session_topic_names = topic_names if can_use_topic_ids else {}
+        to_send = dict(nxt)
+        return FetchRequestData(to_send, [], [], to_send, h.next_metadata, can_use_topic_ids)
+
+    session = h.session_partitions
+    if nxt == session:
+        # Same partitions with equal data (dict equality tries identity first, so this is C-speed when the
+        # caller reuses its PartitionData objects): the loop below would pop every entry of next, find nothing
+        # altered, replaced, removed or added, and leave the session as it is.
+        nxt.clear()
+        h.session_topic_names = topic_names if can_use_topic_ids else {}
+        h.last_build = ([], [], [], [])
+        session_view = dict(session) if copy_session_partitions else session
+        return FetchRequestData(nxt, [], [], session_view, h.next_metadata, can_use_topic_ids)
+    added: list[TopicIdPartition] = []
+    removed: list[TopicIdPartition] = []
+    altered: list[TopicIdPartition] = []
+    replaced: list[TopicIdPartition] = []
+    for tp, prev in list(session.items()):
+        new = nxt.pop(tp, None)
+        if new is prev:
+            continue    # the very same PartitionData object: unchanged (equality is reflexive)
+        if new is not None:
+            prev_id, new_id = prev.topic_id.int, new.topic_id.int
+            if prev_id != new_id and prev_id != 0 and new_id != 0:
+                # Same name, new id (topic recreated): send the new one, forget the old one (v13+).
+                nxt[tp] = new
+                session[tp] = new
+                replaced.append(TopicIdPartition(prev.topic_id, tp.topic, tp.partition))
+            elif prev != new:
+                nxt[tp] = new                     # re-added at the end of next
+                session[tp] = new
+                altered.append(TopicIdPartition(new.topic_id, tp.topic, tp.partition))
+        else:
+            del session[tp]
+            removed.append(TopicIdPartition(prev.topic_id, tp.topic, tp.partition))
+            if can_use_topic_ids and prev.topic_id.int == 0:
+                can_use_topic_ids = False
+    for tp, new in nxt.items():
+        if tp in session:
+            # Everything after this point was moved to the end of next by the loop above.
+            break
+        session[tp] = new
+        added.append(TopicIdPartition(new.topic_id, tp.topic, tp.partition))
+    h.session_topic_names = topic_names if can_use_topic_ids else {}
+    h.last_build = (added, altered, removed, replaced)
+    session_view = dict(session) if copy_session_partitions else session
+    return FetchRequestData(nxt, removed, replaced, session_view, h.next_metadata, can_use_topic_ids)
 
 
 class FetchSessionHandler:
@@ -227,12 +234,8 @@ class FetchSessionHandler:
         ``summary`` is topic_id_summary(partitions.items()) when the caller already has it; the dict
         ``partitions`` is copied, never kept or changed.
         """
-        builder = Builder(self, copy_session_partitions)
-        builder._next = dict(partitions)
         names, without = summary if summary is not None else topic_id_summary(partitions.items())
-        builder._topic_names = dict(names)
-        builder._partitions_without_topic_ids = without
-        return builder.build()
+        return _build(self, dict(partitions), dict(names), without, copy_session_partitions)
 
     def session_topic_partitions(self) -> list[TopicPartition]:
         return list(self.session_partitions)
@@ -301,7 +304,7 @@ class FetchSessionHandler:
             else:
                 self.next_metadata = md.next_close_existing_attempt_new()
             return False
-        if md.is_full:
+        if md.epoch == 0 or md.epoch == -1:     # md.is_full
             if not response_partitions and throttle_time_ms > 0:
                 # KIP-219: an empty full response that only says "throttled" cannot be processed.
                 self._message = ("Node {} sent a empty full fetch response to indicate that this client should be "

@@ -27,11 +27,14 @@ class TopicIdPartition:
     _key: tuple = field(init=False, repr=False, compare=False)
     _hash: int = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        tid = self.topic_id.int
-        key = (tid, self.partition) if tid else (self.topic, self.partition)
-        object.__setattr__(self, "_key", key)
-        object.__setattr__(self, "_hash", hash(key))
+    def __init__(self, topic_id: uuid.UUID, topic: str | None, partition: int) -> None:
+        _set(self, "topic_id", topic_id)
+        _set(self, "topic", topic)
+        _set(self, "partition", partition)
+        tid = topic_id.int
+        key = (tid, partition) if tid else (topic, partition)
+        _set(self, "_key", key)
+        _set(self, "_hash", hash(key))
 
     def __eq__(self, other: object) -> bool:
         if self is other:
