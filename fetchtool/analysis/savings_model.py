@@ -17,21 +17,21 @@ are fed to the engine with the values it last saw.
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import random
 import uuid
 from dataclasses import dataclass
 from itertools import compress, groupby
 from operator import attrgetter, eq, itemgetter, ne
-from typing import NamedTuple
 
-from fetchtool.exchange import Exchange, RequestPartition, ResponsePartition
+from fetchtool.exchange import Exchange, ResponsePartition
 from fetchtool.sessions import (FetchManager, FetchSessionCache, FetchSessionHandler, PartitionData,
                                 PartitionResult, TopicIdPartition)
 from fetchtool.sessions.partitions import ZERO_UUID
 
 from . import savings_size as size
+from .savings_state import (QUIET, ClientKey, EngineKey, PartitionState, RequestState, partition_data,
+                            result_from_row)
 
 MIN_SESSION_VERSION = 7  # KIP-227: Fetch v7 added sessions; older exchanges are estimated at v7
 
@@ -39,6 +39,32 @@ MIN_SESSION_VERSION = 7  # KIP-227: Fetch v7 added sessions; older exchanges are
 SESSIONLESS, FULL, INCREMENTAL, CLOSE = "sessionless", "full", "incremental", "close"
 # Where an exchange's saving is booked.
 REALISED, POTENTIAL, LOST = "realised", "potential", "lost"
+
+# A key entry: what a captured row's (topic, topic id, partition) stands for.
+_Entry = tuple[ClientKey, EngineKey, PartitionState, RequestState]
+
+# Row and state fields read in C-level passes (map) rather than per-row Python code.
+_row_key = itemgetter(0, 1, 2)           # (topic, topic id, partition) of a captured row
+_row_topic = itemgetter(0)
+_row_topic_id = itemgetter(1)
+_row_partition = itemgetter(2)
+_hit_ck = itemgetter(0)
+_hit_part = itemgetter(2)
+_hit_request = itemgetter(3)
+_request_row = attrgetter("row")
+_request_data = attrgetter("data")
+_resp_row = attrgetter("resp_row")
+_first = itemgetter(0)
+_second = itemgetter(1)
+_part_result = attrgetter("part.result")
+_ck = attrgetter("ck")
+_topic = attrgetter("topic")
+_topic_id = attrgetter("topic_id")
+_records_size = attrgetter("records_size")
+_diverging_epoch = attrgetter("diverging_epoch")
+_records_bytes = attrgetter("records_bytes")
+_aborted = attrgetter("aborted_transactions")
+_row_diverging = attrgetter("diverging_epoch")
 
 
 class ByteSums:
@@ -120,121 +146,6 @@ def request_kind(ex: Exchange) -> str:
     return INCREMENTAL
 
 
-class ClientKey(NamedTuple):
-    """The client's session key. Same equality as the engine's TopicPartition (topic, partition); a tuple so
-    that hashing it, millions of times on a big capture, costs no Python call."""
-
-    topic: str
-    partition: int
-
-
-class _Partition:
-    """The model's state for one partition of a stream: one object per engine key (TopicIdPartition equality),
-    so it stands for the dicts keyed by the engine key that the model would otherwise hash into several times
-    per row."""
-
-    __slots__ = ("ck", "resp_row", "result", "noisy")
-
-    def __init__(self, ck: ClientKey) -> None:
-        self.ck = ck                  # the first client key seen for it (the only one while the stream is simple)
-        self.resp_row: ResponsePartition | None = None   # the captured row `result` was made from
-        self.result: PartitionResult = _QUIET            # the last values seen (never seen: a new partition's)
-        self.noisy = False            # the result has records, errors, ...: not to be repeated
-
-
-class _Request:
-    """The last request row of one client key, and the engine input made from it (reused while unchanged, so
-    the session engine sees the very same object, and skips it)."""
-
-    __slots__ = ("row", "data")
-
-    def __init__(self) -> None:
-        self.row: RequestPartition | None = None
-        self.data: PartitionData | None = None
-
-
-class _Key(TopicIdPartition):
-    """The engine's key as this model hands it over. It carries its client key and its _Partition, so the
-    engine's output (which holds the keys it was given) maps back to the model's state without hashing a
-    TopicIdPartition (a Python-level __hash__). Equality and hash are the engine's."""
-
-    __slots__ = ("ck", "part")
-
-    def __reduce__(self):   # pickled with its state (the Spark engine ships estimators between processes)
-        return _make_key, (self.topic_id, self.topic, self.partition, self.ck, self.part)
-
-
-def _make_key(topic_id: uuid.UUID, topic: str, partition: int, ck: ClientKey, part: _Partition) -> _Key:
-    k = _Key(topic_id, topic, partition)
-    object.__setattr__(k, "ck", ck)
-    object.__setattr__(k, "part", part)
-    return k
-
-
-def _constructor(cls, names: tuple[str, ...], sample: tuple, row_fields: tuple[str, ...] | None = None):
-    """A constructor for a frozen slotted dataclass, three times cheaper than its __init__ (one object is made
-    per changed captured row): the slots are filled on a mutable twin with the same layout, whose instance
-    then becomes a `cls` (Python allows the __class__ change between such twins). The object is the one
-    __init__ makes: checked here on `sample` (positional arguments), else the plain constructor is used.
-
-    Positional, or with `row_fields` from one captured ResponsePartition: the row field for each of `names`.
-    """
-    if row_fields is None:
-        plain, args, values = cls, [f"a{i}" for i in range(len(names))], [f"a{i}" for i in range(len(names))]
-        check = sample
-    else:
-        get = attrgetter(*row_fields)
-        plain, args = (lambda r: cls(*get(r))), ["row"]
-        values = [f"row[{ResponsePartition._fields.index(f)}]" for f in row_fields]
-        by_field = dict(zip(row_fields, sample))
-        check = (ResponsePartition._make(by_field.get(f, 0) for f in ResponsePartition._fields),)
-    fields = tuple(f.name for f in dataclasses.fields(cls))
-    if fields != names or getattr(cls, "__slots__", None) != names or hasattr(cls, "__post_init__"):
-        return plain
-    twin = type(f"_Mutable{cls.__name__}", (), {"__slots__": names})
-    body = "".join(f"    o.{n} = {v}\n" for n, v in zip(names, values))
-    namespace = {"twin": twin, "cls": cls}
-    exec(f"def make({', '.join(args)}):\n    o = twin()\n{body}    o.__class__ = cls\n    return o\n",  # noqa: S102
-         namespace)
-    make = namespace["make"]
-    try:
-        made = make(*check)
-    except TypeError:   # the layouts differ after all
-        return plain
-    return make if type(made) is cls and made == cls(*sample) else plain
-
-
-_result_from_row = _constructor(
-    PartitionResult, ("error_code", "high_watermark", "last_stable_offset", "log_start_offset", "records_size",
-                      "diverging_epoch", "preferred_read_replica"), (1, 2, 3, 4, 5, 6, 7),
-    ("error_code", "high_watermark", "last_stable_offset", "log_start_offset", "records_bytes", "diverging_epoch",
-     "preferred_read_replica"))
-_partition_data = _constructor(PartitionData, ("fetch_offset", "log_start_offset", "max_bytes",
-                                               "current_leader_epoch", "last_fetched_epoch", "topic_id"),
-                               (1, 2, 3, 4, 5, uuid.UUID(int=6)))
-_row_key = itemgetter(0, 1, 2)           # (topic, topic id, partition) of a captured row
-_row_topic = itemgetter(0)
-_row_topic_id = itemgetter(1)
-_row_partition = itemgetter(2)
-_hit_ck = itemgetter(0)
-_hit_part = itemgetter(2)
-_hit_request = itemgetter(3)
-_request_row = attrgetter("row")
-_request_data = attrgetter("data")
-_resp_row = attrgetter("resp_row")
-_first = itemgetter(0)
-_second = itemgetter(1)
-_part_result = attrgetter("part.result")
-_ck = attrgetter("ck")
-_topic = attrgetter("topic")
-_topic_id = attrgetter("topic_id")
-_records_size = attrgetter("records_size")
-_diverging_epoch = attrgetter("diverging_epoch")
-_records_bytes = attrgetter("records_bytes")
-_aborted = attrgetter("aborted_transactions")
-_row_diverging = attrgetter("diverging_epoch")
-
-
 def _count_diverging(epochs: list[int]) -> int:
     return len([d for d in epochs if d >= 0]) if epochs and max(epochs) >= 0 else 0
 
@@ -254,11 +165,11 @@ class StreamModel:
                                                       rng=random.Random(0)))
         self.wanted: dict[ClientKey, PartitionData] = {}   # what the client fetches, in its order
         # (topic, topic id, partition) of a captured row -> (client key, engine key, its state, its request)
-        self.keys: dict[tuple, tuple[ClientKey, _Key, _Partition, _Request]] = {}
-        self.tips: dict[ClientKey, _Key] = {}              # the engine key a client key is sent as (its first)
-        self.requests: dict[ClientKey, _Request] = {}
-        self.parts: dict[TopicIdPartition, _Partition] = {}
-        self.noisy: list[_Partition] = []
+        self.keys: dict[tuple, _Entry] = {}
+        self.tips: dict[ClientKey, EngineKey] = {}   # the engine key a client key is sent as (its first)
+        self.requests: dict[ClientKey, RequestState] = {}
+        self.parts: dict[TopicIdPartition, PartitionState] = {}
+        self.noisy: list[PartitionState] = []
         self.exchanges = 0
         self.last_error = 0
         self.full_since_incremental = 0   # session-creating full fetches with no incremental one in between
@@ -277,7 +188,7 @@ class StreamModel:
 
     # -- captured rows -> engine inputs ---------------------------------------------------------------------
     def _key(self, topic: str | None, topic_id: str | None, partition: int, ids: bool
-             ) -> tuple[ClientKey, _Key, _Partition, _Request]:
+             ) -> _Entry:
         k = (topic, topic_id if ids else None, partition)
         hit = self.keys.get(k)
         if hit is None:
@@ -285,10 +196,10 @@ class StreamModel:
             # The client keys its session by name; a v13+ capture may only show the id.
             name = topic if topic is not None else (topic_id or "")
             ck = ClientKey(name, partition)
-            tip = _Key(tid, name, partition)
+            tip = EngineKey(tid, name, partition)
             part = self.parts.get(tip)
             if part is None:
-                part = self.parts[tip] = _Partition(ck)
+                part = self.parts[tip] = PartitionState(ck)
                 if ck in self.tips:
                     self.simple = False   # this client key already stands for another engine key
             elif part.ck != ck:
@@ -301,7 +212,7 @@ class StreamModel:
                 self.id_keys = True
             request = self.requests.get(ck)
             if request is None:
-                request = self.requests[ck] = _Request()
+                request = self.requests[ck] = RequestState()
             hit = self.keys[k] = (ck, tip, part, request)
             if k[1] is None:
                 by_partition = self.by_name.get(topic)
@@ -311,8 +222,7 @@ class StreamModel:
             self.tips.setdefault(ck, hit[1])
         return hit
 
-    def _hits(self, rows, ids: bool, request: bool) -> tuple[list[tuple[ClientKey, _Key, _Partition, _Request]],
-                                                          list | None]:
+    def _hits(self, rows, ids: bool, request: bool) -> tuple[list[_Entry], list | None]:
         """The key entry of each captured row, made where missing, in row order; and the rows' topic runs
         (topic_runs of their wire keys) when known. A row's own (topic, topic id, partition) is its entry's
         dict key, except that a request row's topic id is ignored below v13."""
@@ -343,7 +253,7 @@ class StreamModel:
         hits, self._req_runs = self._hits(rows, ids, True)
         cks = list(map(_hit_ck, hits))
         requests = list(map(_hit_request, hits))
-        make = _partition_data
+        make = partition_data
         if len(set(requests)) == len(requests):
             # Rows equal to the client key's last one reuse its engine input; the others get a new one.
             datas = list(map(_request_data, requests))
@@ -371,7 +281,7 @@ class StreamModel:
             wanted = {}
         return wanted
 
-    def _results(self, captured, ids: bool) -> tuple[list, list[_Partition], list[ResponsePartition]]:
+    def _results(self, captured, ids: bool) -> tuple[list, list[PartitionState], list[ResponsePartition]]:
         """Update the last seen per-partition results from the captured response. Returns the key entry of
         each row, and the partitions it mentions, each once in order, with their (last) rows."""
         self._resp_runs = None
@@ -383,7 +293,7 @@ class StreamModel:
         if len(set(parts)) != len(parts):   # a partition repeated: its last row counts
             last = dict(zip(parts, captured))
             parts, rows = list(last), list(last.values())
-        noisy, make = self.noisy, _result_from_row
+        noisy, make = self.noisy, result_from_row
         for part, r in compress(zip(parts, rows), map(ne, map(_resp_row, parts), rows)):
             part.result = make(r)
             part.resp_row = r
@@ -393,7 +303,7 @@ class StreamModel:
                 noisy.append(part)
         return hits, parts, rows
 
-    def _broker_results(self, ctx, mentioned: list[_Partition]) -> dict[TopicIdPartition, PartitionResult]:
+    def _broker_results(self, ctx, mentioned: list[PartitionState]) -> dict[TopicIdPartition, PartitionResult]:
         """The engine's input for every partition the broker reads: captured where the response has it, else
         the last values seen, minus records, errors and the like (they were not repeated)."""
         if self.noisy:
@@ -414,7 +324,7 @@ class StreamModel:
             return dict(zip(tips, map(_part_result, tips)))
         except AttributeError:   # a key the engine made itself (not one of ours): find its state by equality
             parts = self.parts
-            return {tip: (parts[tip].result if tip in parts else _QUIET) for tip, _ in pairs}
+            return {tip: (parts[tip].result if tip in parts else QUIET) for tip, _ in pairs}
 
     # -- one exchange ------------------------------------------------------------------------------------------
     def feed(self, ex: Exchange) -> ExchangeSavings:
@@ -638,7 +548,6 @@ class StreamModel:
         return LOST, "churn"                  # a new session again without ever going incremental
 
 
-_QUIET = PartitionResult()
 
 
 def _keys(version: int, rows) -> list:
