@@ -11,7 +11,8 @@ the layout knowledge stays in the codec; tests/savings check the sums against fu
 from __future__ import annotations
 
 from functools import lru_cache
-from itertools import groupby
+from itertools import compress, groupby, islice
+from operator import ne, sub
 
 from fetchtool.exchange import ForgottenPartition, RequestPartition, ResponsePartition
 from fetchtool.protocol.codec import FetchRequestBody, FetchResponseBody, encode_request, encode_response
@@ -54,7 +55,7 @@ def _sp(version: int, aborted: int = -1, diverging: int = -1, records: int = 0) 
 class VersionSizes:
     """The measured constants of one Fetch version (see the module docstring)."""
 
-    __slots__ = ("version", "flexible", "names", "req_empty", "req_topic", "req_partition", "forgot_topic",
+    __slots__ = ("version", "flexible", "names", "name_sizes", "req_empty", "req_topic", "req_partition", "forgot_topic",
                  "forgot_partition", "resp_empty", "resp_topic", "resp_partition", "aborted_entry", "diverging",
                  "request_header_base", "response_header")
 
@@ -62,6 +63,7 @@ class VersionSizes:
         v = self.version = version
         self.flexible = is_flexible(FETCH, v)
         self.names = v < 13  # topics are named (else a fixed 16-byte id)
+        self.name_sizes: dict = {}   # name -> name_size(name), filled as names are met
         self.req_empty = _req(v)
         one_topic = _req(v, [_rp(v)])
         two_parts = _req(v, [_rp(v), _rp(v, 1)])
@@ -149,15 +151,51 @@ def request_frame_size(version: int, client_id: str | None, replica_id: int | No
     vs = version_sizes(version)
     rid = -1 if replica_id is None else replica_id
     size = 4 + request_header_size(version, client_id) + _request_fixed(version, rid, rack_id or "")
-    size += _topics(vs, topic_runs(keys) if runs is None else runs, vs.req_topic, vs.req_partition)
+    if runs is None:
+        size += _keys_topics(vs, keys, vs.req_topic, vs.req_partition)
+    else:
+        size += _topics(vs, runs, vs.req_topic, vs.req_partition)
     if version >= 7 and forgotten_keys:
-        size += _topics(vs, topic_runs(forgotten_keys), vs.forgot_topic, vs.forgot_partition)
+        size += _keys_topics(vs, forgotten_keys, vs.forgot_topic, vs.forgot_partition)
     return size
 
 
 def topic_runs(keys) -> list[tuple[object, int]]:
     """(key, count) of each run of equal consecutive keys: the topic entries a list of partition entries makes."""
     return [(key, len(list(run))) for key, run in groupby(keys)]
+
+
+def _keys_topics(vs: VersionSizes, keys, per_topic: int, per_partition: int) -> int:
+    """_topics(vs, topic_runs(keys), ...) in C-level passes whatever the number of runs (an incremental
+    response in session order can switch topic at almost every entry)."""
+    if not isinstance(keys, (list, tuple)):
+        keys = list(keys)
+    n = len(keys)
+    if not n:
+        return 0
+    # where a run starts: 0, then every entry unequal to the one before (what groupby splits on)
+    starts = [0]
+    starts += compress(range(1, n), map(ne, islice(keys, 1, None), keys))
+    runs = len(starts)
+    total = runs * per_topic + n * per_partition
+    if vs.names:
+        heads = [keys[0]] if runs == 1 else list(map(keys.__getitem__, starts))
+        cache = vs.name_sizes
+        try:
+            total += sum(map(cache.__getitem__, heads))
+        except KeyError:
+            for key in heads:
+                if key not in cache:
+                    cache[key] = vs.name_size(key)
+            total += sum(map(cache.__getitem__, heads))
+    if vs.flexible:
+        if n >= 127:
+            ends = starts[1:]
+            ends.append(n)
+            total += sum([uvarint_size(k + 1) - 1 for k in map(sub, ends, starts) if k >= 127])
+        if runs >= 127:
+            total += uvarint_size(runs + 1) - 1
+    return total
 
 
 def _topics(vs: VersionSizes, runs: list[tuple[object, int]], per_topic: int, per_partition: int) -> int:
@@ -180,15 +218,16 @@ def response_frame_size(version: int, keys, records, aborted=(), diverging=(), r
     records bytes of each, and the aborted-transaction counts (> 0 only) and diverging epochs (>= 0 only) that
     are present (their order does not matter). `runs`, if given, is topic_runs(keys), already known."""
     vs = version_sizes(version)
-    return (4 + vs.response_header + vs.resp_empty
-            + _topics(vs, topic_runs(keys) if runs is None else runs, vs.resp_topic, vs.resp_partition)
+    topics = (_keys_topics(vs, keys, vs.resp_topic, vs.resp_partition) if runs is None
+              else _topics(vs, runs, vs.resp_topic, vs.resp_partition))
+    return (4 + vs.response_header + vs.resp_empty + topics
             + response_values_size(version, records, aborted, sum([1 for d in diverging if d >= 0])))
 
 
 def response_topics_size(version: int, keys) -> int:
     """The part of response_frame_size that depends on the partition entries' topic keys only."""
     vs = version_sizes(version)
-    return _topics(vs, topic_runs(keys), vs.resp_topic, vs.resp_partition)
+    return _keys_topics(vs, keys, vs.resp_topic, vs.resp_partition)
 
 
 def response_values_size(version: int, records, aborted=(), diverging_count: int = 0) -> int:
