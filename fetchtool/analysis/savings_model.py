@@ -30,7 +30,7 @@ from fetchtool.sessions import (FetchManager, FetchSessionCache, FetchSessionHan
 from fetchtool.sessions.partitions import ZERO_UUID
 
 from . import savings_size as size
-from .savings_state import (QUIET, ClientKey, EngineKey, PartitionState, RequestState, partition_data,
+from .savings_state import (QUIET, ClientKey, EngineKey, PartitionState, RequestState, partition_data, result,
                             result_from_row)
 
 MIN_SESSION_VERSION = 7  # KIP-227: Fetch v7 added sessions; older exchanges are estimated at v7
@@ -315,7 +315,7 @@ class StreamModel:
                     continue
                 part.noisy = False
                 res = part.result
-                part.result = PartitionResult(0, res.high_watermark, res.last_stable_offset, res.log_start_offset)
+                part.result = result(0, res.high_watermark, res.last_stable_offset, res.log_start_offset, 0, -1, -1)
                 part.resp_row = None
             self.noisy = still
         pairs = ctx.partitions()

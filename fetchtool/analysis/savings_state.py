@@ -108,6 +108,9 @@ result_from_row = fast_constructor(
                       "diverging_epoch", "preferred_read_replica"), (1, 2, 3, 4, 5, 6, 7),
     ("error_code", "high_watermark", "last_stable_offset", "log_start_offset", "records_bytes", "diverging_epoch",
      "preferred_read_replica"))
+result = fast_constructor(PartitionResult, ("error_code", "high_watermark", "last_stable_offset", "log_start_offset",
+                                          "records_size", "diverging_epoch", "preferred_read_replica"),
+                          (1, 2, 3, 4, 5, 6, 7))
 partition_data = fast_constructor(PartitionData, ("fetch_offset", "log_start_offset", "max_bytes",
                                                "current_leader_epoch", "last_fetched_epoch", "topic_id"),
                                (1, 2, 3, 4, 5, uuid.UUID(int=6)))
