@@ -31,7 +31,7 @@ __all__ = ["stream_events", "stream_events_here", "stream_events_in_child", "BAC
 
 BACKGROUND_MIN_BYTES = 16 * 1024 * 1024  # below this the fork costs more than the overlap gains
 _BATCH_BYTES = 1 << 20
-_BATCH_EVENTS = 2048
+_BATCH_EVENTS = 512
 
 _DATA, _GAP, _CLOSED, _ENDPOINT = range(4)
 _REASONS = ("fin", "rst", "reused", "end_of_capture")
@@ -123,6 +123,7 @@ def _send(out, path) -> None:
         out.write(_HEAD.pack(len(descs), len(blob)))
         out.write(b"".join(descs))
         out.write(blob)
+        out.flush()  # now: the parent decodes this batch while we read the next
         descs.clear()
         data.clear()
 
