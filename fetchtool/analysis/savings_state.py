@@ -2,17 +2,17 @@
 
 A big capture feeds the model hundreds of thousands of partition rows, so the per-row work is kept to C-level
 passes: state is reached through objects held by the key entries (no Python-level __hash__ of the engine's
-TopicIdPartition per row), engine inputs are made without the frozen dataclasses' __init__, and the row fields
-are read with attrgetter/itemgetter.
+TopicIdPartition per row), engine inputs are made by fetchtool._fast's constructors, and the row fields are
+read with attrgetter/itemgetter.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from operator import attrgetter
 from typing import NamedTuple
 
+from fetchtool._fast import fast_constructor
 from fetchtool.exchange import RequestPartition, ResponsePartition
 from fetchtool.sessions import PartitionData, PartitionResult, TopicIdPartition
 
@@ -70,47 +70,15 @@ def make_key(topic_id: uuid.UUID, topic: str, partition: int, ck: ClientKey, par
     return k
 
 
-def fast_constructor(cls, names: tuple[str, ...], sample: tuple, row_fields: tuple[str, ...] | None = None):
-    """A constructor for a frozen slotted dataclass, three times cheaper than its __init__ (one object is made
-    per changed captured row): the slots are filled on a mutable twin with the same layout, whose instance
-    then becomes a `cls` (Python allows the __class__ change between such twins). The object is the one
-    __init__ makes: checked here on `sample` (positional arguments), else the plain constructor is used.
-
-    Positional, or with `row_fields` from one captured ResponsePartition: the row field for each of `names`.
-    """
-    if row_fields is None:
-        plain, args, values = cls, [f"a{i}" for i in range(len(names))], [f"a{i}" for i in range(len(names))]
-        check = sample
-    else:
-        get = attrgetter(*row_fields)
-        plain, args = (lambda r: cls(*get(r))), ["row"]
-        values = [f"row[{ResponsePartition._fields.index(f)}]" for f in row_fields]
-        by_field = dict(zip(row_fields, sample))
-        check = (ResponsePartition._make(by_field.get(f, 0) for f in ResponsePartition._fields),)
-    fields = tuple(f.name for f in dataclasses.fields(cls))
-    if fields != names or getattr(cls, "__slots__", None) != names or hasattr(cls, "__post_init__"):
-        return plain
-    twin = type(f"_Mutable{cls.__name__}", (), {"__slots__": names})
-    body = "".join(f"    o.{n} = {v}\n" for n, v in zip(names, values))
-    namespace = {"twin": twin, "cls": cls}
-    exec(f"def make({', '.join(args)}):\n    o = twin()\n{body}    o.__class__ = cls\n    return o\n",  # noqa: S102
-         namespace)
-    make = namespace["make"]
-    try:
-        made = make(*check)
-    except TypeError:   # the layouts differ after all
-        return plain
-    return make if type(made) is cls and made == cls(*sample) else plain
+_result = fast_constructor(PartitionResult)
+_RESULT_FIELDS = attrgetter("error_code", "high_watermark", "last_stable_offset", "log_start_offset", "records_bytes",
+                            "diverging_epoch", "preferred_read_replica")
 
 
-result_from_row = fast_constructor(
-    PartitionResult, ("error_code", "high_watermark", "last_stable_offset", "log_start_offset", "records_size",
-                      "diverging_epoch", "preferred_read_replica"), (1, 2, 3, 4, 5, 6, 7),
-    ("error_code", "high_watermark", "last_stable_offset", "log_start_offset", "records_bytes", "diverging_epoch",
-     "preferred_read_replica"))
-result = fast_constructor(PartitionResult, ("error_code", "high_watermark", "last_stable_offset", "log_start_offset",
-                                          "records_size", "diverging_epoch", "preferred_read_replica"),
-                          (1, 2, 3, 4, 5, 6, 7))
-partition_data = fast_constructor(PartitionData, ("fetch_offset", "log_start_offset", "max_bytes",
-                                               "current_leader_epoch", "last_fetched_epoch", "topic_id"),
-                               (1, 2, 3, 4, 5, uuid.UUID(int=6)))
+def result_from_row(row: ResponsePartition) -> PartitionResult:
+    """What the broker read for a partition, as a captured response row shows it."""
+    return _result(*_RESULT_FIELDS(row))
+
+
+result = _result  # positional, in PartitionResult's field order
+partition_data = fast_constructor(PartitionData)  # positional, in PartitionData's field order

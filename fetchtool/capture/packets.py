@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ._fast import fast_constructor
+from .._fast import fast_constructor
 from .events import Endpoint, Segment
 from .links import FRAGMENT, HEADER_CUT, MALFORMED, NOT_TCP, link_decoder, link_name, parse_tcp
 from .reader import CaptureError, read_records

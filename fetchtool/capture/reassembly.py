@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from ._fast import fast_constructor
+from .._fast import fast_constructor
 from .events import ACK, FIN, RST, SYN, ConnectionClosed, Endpoint, Segment, StreamData, StreamEvent, StreamGap
 
 __all__ = ["TcpReassembler"]

@@ -21,7 +21,7 @@ import signal
 import struct
 from collections.abc import Iterator
 
-from ._fast import fast_constructor
+from .._fast import fast_constructor
 from .events import ConnectionClosed, Endpoint, StreamData, StreamEvent, StreamGap
 from .packets import CaptureStats, iter_segments
 from .reader import PCAPNG_SHB, PCAP_MAGICS, RELEASE_EVERY, CaptureError
