@@ -16,12 +16,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator, Literal
 
-_heappush = heapq.heappush
-
 from .errors import SessionIdOutOfRange
 from .metadata import INITIAL_EPOCH, INVALID_SESSION_ID, MAX_INT, next_epoch
 from .partitions import TopicIdPartition
 from .session import CachedPartition, FetchSession
+
+_heappush = heapq.heappush
 
 DEFAULT_MAX_SLOTS = 1000                 # max.incremental.fetch.session.cache.slots
 DEFAULT_SHARDS = 8                       # KafkaBroker.NumFetchSessionCacheShards (hard-coded)
