@@ -28,3 +28,19 @@ def emit(text: str, output: Path | None) -> None:
         output.write_text(text)
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror or exc}")
+
+
+def plan_or_fail(capture: list[Path], ports: list[int] | None, what: str):
+    """The replay plan of the capture files for simulate and replay; decode warnings go to stderr, one line each.
+    Fails with one line when nothing can be read or the capture has no Fetch exchange to `what` (a verb)."""
+    from fetchtool.replay.loading import CaptureError, load_plan  # only the commands that plan pay for it
+
+    try:
+        plan, warnings = load_plan(capture, ports or None)
+    except CaptureError as exc:
+        fail(str(exc))
+    for w in warnings:
+        warn(w)
+    if not plan.streams:
+        fail(f"no Fetch exchanges in the capture: nothing to {what}")
+    return plan

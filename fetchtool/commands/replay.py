@@ -17,10 +17,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from fetchtool.commands.output import fail, warn
+from fetchtool.commands.output import fail, plan_or_fail, warn
 from fetchtool.replay.clients import SESSION_MODES
 from fetchtool.replay.driver import ReplayError, ReplayOptions, ReplayRun, replay
-from fetchtool.replay.loading import CaptureError, load_plan
 from fetchtool.replay.report import plan_summary_lines, print_replay, replay_json
 from fetchtool.replay.simulate import DEFAULT_EVICTION_MS, DEFAULT_SHARDS, DEFAULT_SLOTS, SimConfig
 from fetchtool.replay.tally import captured_counts
@@ -51,14 +50,7 @@ def main(
         fail("--speed must be > 0", 2)
     if cache_slots < 0 or cache_shards < 1 or eviction_ms < 0:
         fail("--cache-slots >= 0, --cache-shards >= 1, --eviction-ms >= 0", 2)
-    try:
-        plan, warnings = load_plan(capture, port or None)
-    except CaptureError as exc:
-        fail(str(exc))
-    for w in warnings:
-        warn(w)
-    if not plan.streams:
-        fail("no Fetch exchanges in the capture: nothing to replay")
+    plan = plan_or_fail(capture, port, "replay")
     if dry_run:
         if fmt == "json":
             typer.echo(json.dumps({"plan": plan.summary(), "expected_duration_s":

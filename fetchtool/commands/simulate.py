@@ -14,9 +14,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from fetchtool.commands.output import fail, warn
+from fetchtool.commands.output import fail, plan_or_fail
 from fetchtool.replay.clients import SESSION_MODES
-from fetchtool.replay.loading import CaptureError, load_plan, parse_int_list
+from fetchtool.replay.loading import CaptureError, parse_int_list
 from fetchtool.replay.report import print_simulate, simulate_json
 from fetchtool.replay.simulate import DEFAULT_EVICTION_MS, DEFAULT_SHARDS, DEFAULT_SLOTS, SimConfig, simulate_many
 from fetchtool.replay.tally import captured_counts
@@ -47,13 +47,9 @@ def main(
             for k in parse_int_list(cache_shards, "--cache-shards", minimum=1)
             for e in parse_int_list(eviction_ms, "--eviction-ms", minimum=0)
         ]
-        plan, warnings = load_plan(capture, port or None)
     except CaptureError as exc:
         fail(str(exc))
-    for w in warnings:
-        warn(w)
-    if not plan.streams:
-        fail("no Fetch exchanges in the capture: nothing to simulate")
+    plan = plan_or_fail(capture, port, "simulate")
     captured = captured_counts(plan)
     results = simulate_many(plan, configs, sessions, seed)  # one worker per core when several configs are asked
     if fmt == "json":

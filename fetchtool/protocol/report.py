@@ -78,8 +78,14 @@ class DecodeReport:
             out.append(f"  {api_name(k)} v{v} (key {k}): {n:,} requests")
         for sw_client, sw in sorted(self.client_software.items()):
             out.append(f"  client {sw_client}: {sw}")
+        out.extend(f"warning: {line}" for line in self.warning_lines())
+        return out
+
+    def warning_lines(self) -> list[str]:
+        """One line per kind of warning, most frequent first, with its count."""
+        out = []
         for code, n in self.warnings.most_common():
             example = self.warning_examples.get(code, [code])[0]
             # capture-layer warnings are their own text; protocol ones are a code plus an example
-            out.append(f"warning (x{n}): {code}" if example == code else f"warning {code} (x{n}): {example}")
+            out.append(f"{code} (x{n})" if example == code else f"{code} (x{n}): {example}")
         return out

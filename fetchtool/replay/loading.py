@@ -32,35 +32,16 @@ def parse_int_list(text: str, option: str, minimum: int = 0) -> list[int]:
 
 
 def load_plan(paths: Sequence[Path], ports: Iterable[int] | None = None) -> tuple[ReplayPlan, list[str]]:
-    """Decode the capture files and build their replay plan; returns the plan and decode warnings."""
+    """Decode the capture files and build their replay plan; returns the plan and the decode's warning lines."""
     for p in paths:
         if not Path(p).is_file():
             raise CaptureError(f"{p}: no such file")
-    from fetchtool.decoder import decode_capture  # the decoder is another module's edge; import when used
+    from fetchtool.capture.reader import CaptureError as Unreadable  # the decoder is another module's edge
+    from fetchtool.decoder import decode_capture
 
+    run = decode_capture([str(p) for p in paths], ports=list(ports) if ports else None)
     try:
-        result = decode_capture([str(p) for p in paths], ports=list(ports) if ports else None)
-    except (OSError, ValueError) as exc:
-        raise CaptureError(f"cannot decode {', '.join(map(str, paths))}: {exc}") from None
-    exchanges, report = _split(result)
-    plan = build_plan(exchanges)
-    return plan, _warnings(report)
-
-
-def _split(result):
-    """decode_capture returns (exchanges, report) or an object with .exchanges and .report."""
-    if isinstance(result, tuple) and len(result) == 2:
-        exchanges, report = result
-    else:
-        exchanges, report = getattr(result, "exchanges", result), getattr(result, "report", None)
-    return list(exchanges), report
-
-
-def _warnings(report) -> list[str]:
-    if report is None:
-        return []
-    for name in ("warnings", "messages"):
-        value = getattr(report, name, None)
-        if value:
-            return [str(w) for w in (value.items() if isinstance(value, dict) else value)][:20]
-    return []
+        plan = build_plan(run)
+    except Unreadable as exc:  # nothing in the files could be read
+        raise CaptureError(str(exc)) from None
+    return plan, run.report.warning_lines()[:20]

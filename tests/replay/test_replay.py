@@ -133,3 +133,16 @@ def test_cli_dry_run_and_bad_input_give_one_line_errors(tmp_path):
     assert missing.exit_code == 1 and "no such file" in missing.output
     bad = runner.invoke(app, ["simulate", str(CAPTURES / "aiokafka-tansu.pcap"), "--cache-slots", "lots"])
     assert bad.exit_code == 1 and "--cache-slots expects integers" in bad.output
+    # A file that is not a capture at all: one line naming it, from both commands (once a traceback).
+    junk = tmp_path / "notes.pcap"
+    junk.write_text("not a capture\n")
+    for command in (["simulate", str(junk)], ["replay", str(junk), "--dry-run"]):
+        res = runner.invoke(app, command)
+        assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output  # not a traceback
+        assert res.output.count("\n") == 1 and "not a pcap or pcapng capture" in res.output
+    # A capture cut mid-record: what could be read is planned, the damage is one counted warning line.
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes((CAPTURES / "kafka-python-tansu.pcap").read_bytes()[:5000])
+    res = runner.invoke(app, ["replay", str(cut), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "warning: cut.pcap: file cut mid-record after frame 25; later data ignored (x1)" in res.output
