@@ -127,6 +127,20 @@ def _send(out, path) -> None:
         descs.clear()
         data.clear()
 
+    def put(ev, payload=None, at: int = -1) -> None:
+        kind = type(ev)
+        if kind is StreamData:
+            d = ev.data
+            if d is payload and at >= 0:  # the segment's bytes as captured: the parent reads them itself
+                descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst), ev.frame, ev.ts, len(d), at))
+            else:  # released out-of-order data, a trimmed retransmission: its bytes travel in the batch
+                descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst), ev.frame, ev.ts, len(d), -1))
+                data.append(d)
+        elif kind is StreamGap:
+            descs.append(pack(_GAP, ev.conn, ep(ev.src), ep(ev.dst), ev.frame, ev.ts, ev.lost_bytes, -1))
+        else:
+            descs.append(pack(_CLOSED, ev.conn, 0, 0, ev.frame, ev.ts, _REASONS.index(ev.reason), -1))
+
     error = None
     reasm = TcpReassembler()
     frame, ts = 0, 0.0
@@ -134,23 +148,11 @@ def _send(out, path) -> None:
         for seg in iter_segments(path, stats):
             frame, ts, payload, at = seg.frame, seg.ts, seg.payload, seg.at
             for ev in reasm.feed(seg):
-                if type(ev) is StreamData:
-                    d = ev.data
-                    if d is payload and at >= 0:  # the segment's bytes as captured: the parent reads them itself
-                        descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst), frame, ts, len(d), at))
-                        continue
-                    descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst), ev.frame, ev.ts, len(d), -1))
-                    data.append(d)
-                else:
-                    _describe(ev, descs, ep)
+                put(ev, payload, at)
             if len(descs) >= _BATCH_EVENTS:
                 flush()
         for ev in reasm.finish(frame, ts):
-            if type(ev) is StreamData:
-                descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst), ev.frame, ev.ts, len(ev.data), -1))
-                data.append(ev.data)
-            else:
-                _describe(ev, descs, ep)
+            put(ev)
     except CaptureError as exc:
         error = ("capture", str(exc))
     except OSError as exc:
@@ -161,13 +163,6 @@ def _send(out, path) -> None:
     final = pickle.dumps((stats, error))
     out.write(_HEAD.pack(-1, len(final)))
     out.write(final)
-
-
-def _describe(ev, descs: list, ep) -> None:
-    if type(ev) is StreamGap:
-        descs.append(_DESC.pack(_GAP, ev.conn, ep(ev.src), ep(ev.dst), ev.frame, ev.ts, ev.lost_bytes, -1))
-    else:
-        descs.append(_DESC.pack(_CLOSED, ev.conn, 0, 0, ev.frame, ev.ts, _REASONS.index(ev.reason), -1))
 
 
 # -- the parent ---------------------------------------------------------------------------------------------

@@ -87,18 +87,16 @@ class KafkaConnection:
             return self._dispatch(ev)
         if state == "ignored":
             return []
-        if state == "detect":
-            self._held.append(ev)
-            if isinstance(ev, StreamGap):
-                self._gapped.add(ev.src)
-            else:
-                p = self._prefix.setdefault(ev.src, bytearray())
-                if len(p) < DETECT_LIMIT:
-                    p += ev.data[: DETECT_LIMIT - len(p)]
-            if not self._detect(final=False):
-                return []
-            return self._replay()
-        return []
+        self._held.append(ev)  # still detecting which side is the broker
+        if isinstance(ev, StreamGap):
+            self._gapped.add(ev.src)
+        else:
+            p = self._prefix.setdefault(ev.src, bytearray())
+            if len(p) < DETECT_LIMIT:
+                p += ev.data[: DETECT_LIMIT - len(p)]
+        if not self._detect(final=False):
+            return []
+        return self._replay()
 
     @property
     def holding_since(self) -> int | None:
