@@ -78,7 +78,7 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
             engine.observe(tracker.feed(it))
             savings.feed(it)
         else:  # OrphanResponse: a response whose request is not in the capture
-            engine.request_missing(getattr(it, "file", ""), it.frame, it.ts, it.client, it.broker)
+            engine.request_missing(it.file, it.frame, it.ts, it.client, it.broker)
     decode = {}
     if decode_report is not None:
         decode = decode_report.to_dict()

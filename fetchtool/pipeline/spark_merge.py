@@ -71,7 +71,7 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
         if first_key is None:
             first_key = key
         if not isinstance(it, Exchange):
-            engine.request_missing(getattr(it, "file", ""), it.frame, it.ts, it.client, it.broker)
+            engine.request_missing(it.file, it.frame, it.ts, it.client, it.broker)
             continue
         totals.add(it)
         _note(files, it.file, key)
