@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
+from make_captures import stop  # the sibling script's: SIGTERM, then SIGKILL after a grace period
+
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "captures" / "scenarios-real"
 HOST = "127.0.0.1"
@@ -77,16 +79,6 @@ SCENARIOS = [
 
 # ---------------------------------------------------------------------------------------------------------------
 # Processes (each stopped by its own PID)
-
-
-def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = 6) -> None:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def start_broker(extra: list[str], log_path: Path) -> tuple[subprocess.Popen, int, list[str]]:
