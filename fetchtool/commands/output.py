@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import NoReturn
 
 import typer
+from rich.console import Console
+
+# Exit codes, as click's own: 2 for a bad option value (the command line is wrong), 1 for input that cannot be
+# used (no such file, nothing could be read, a broker that cannot be reached).
+USAGE = 2
+
+# Tables written to a file or a pipe get this width instead of rich's default 80 columns, which would cut
+# client ids and session ids short. Tables never stretch to it: they stay as wide as their content.
+FILE_WIDTH = 200
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -13,6 +23,37 @@ def fail(message: str, code: int = 1) -> NoReturn:
     # name must not be taken for markup.
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def bad_option(message: str) -> NoReturn:
+    fail(message, USAGE)
+
+
+def check_port(port: int | None, option: str, allow_zero: bool = False) -> None:
+    """A TCP port option: 1-65535 (0 too where it means "pick a free port")."""
+    if port is not None and not (0 if allow_zero else 1) <= port <= 65535:
+        bad_option(f"{option} must be {'0' if allow_zero else '1'}-65535, got {port}")
+
+
+def check_ports(ports: list[int] | None, option: str = "--port") -> None:
+    for port in ports or ():
+        check_port(port, option)
+
+
+def check_positive(value: float | None, option: str, minimum: float = 0, strict: bool = True) -> None:
+    """A number option that must be finite and > minimum (>= minimum when not strict)."""
+    if value is None:
+        return
+    if not math.isfinite(value) or (value <= minimum if strict else value < minimum):
+        bad_option(f"{option} must be a number {'>' if strict else '>='} {minimum:g}, got {value}")
+
+
+def report_console(file=None) -> Console:
+    """The console a report table is printed on: the terminal's width on a terminal, FILE_WIDTH elsewhere."""
+    console = Console(file=file)
+    if not console.is_terminal:
+        console.width = FILE_WIDTH
+    return console
 
 
 def warn(message: str) -> None:
