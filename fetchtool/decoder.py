@@ -47,12 +47,15 @@ class DecodeRun:
             try:
                 events = stream_events(path, stats)
                 yield from decode_events(events, label, self.ports, self.report, self._topic_names)
-                read_any = True
+                if stats.gave_nothing:   # its damage is a counted warning; the error if no other file is read
+                    errors.append(stats.nothing_read(label))
+                else:
+                    read_any = True
             except CaptureError as exc:
                 msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 errors.append(msg)
                 self.report.warn("unreadable_file", msg)
-                if stats.packets:
+                if stats.decoded_any:
                     read_any = True
             except OSError as exc:
                 msg = f"{os.fspath(path)}: {exc.strerror or exc}"

@@ -7,7 +7,7 @@ Streaming: exchanges are consumed one by one and dropped; only per-session and p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from operator import attrgetter
 
 from fetchtool.exchange import FETCH_SNAPSHOT, Exchange
@@ -63,9 +63,27 @@ class _Totals:
         )  # fmt: skip
 
 
+def concerns(ex: Exchange, client: str | None = None, broker: str | None = None) -> bool:
+    """The --client / --broker rule for one exchange: the client by client id, host or ip:port, the broker by
+    ip:port or host (`filtered` applies the same rule to clients, sessions and findings)."""
+    if client and client not in (ex.client_id, ex.client, ex.client.rsplit(":", 1)[0]):
+        return False
+    return not broker or broker in (ex.broker, ex.broker.rsplit(":", 1)[0])
+
+
+def savings_filter(client: str | None, broker: str | None) -> Callable[[Exchange], bool] | None:
+    """Which exchanges the savings estimate counts under --client / --broker (None: all of them). Sessions and
+    findings are filtered after the analysis, since their causes may lie in other clients' traffic; savings are
+    sums over exchanges, so they are filtered on the way in."""
+    if not client and not broker:
+        return None
+    return lambda ex: concerns(ex, client, broker)
+
+
 def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: int | None = None,
-                  cache_shards: int | None = None, decode_report=None) -> Analysis:  # fmt: skip
-    """Exchanges (and OrphanResponses) in request order -> Analysis."""
+                  cache_shards: int | None = None, decode_report=None,
+                  savings_of: Callable[[Exchange], bool] | None = None) -> Analysis:  # fmt: skip
+    """Exchanges (and OrphanResponses) in request order -> Analysis. ``savings_of``: see savings_filter."""
     tracker = SessionTracker()
     engine = FindingsEngine(cache_slots, cache_shards)
     totals = _Totals()
@@ -76,7 +94,8 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
             seen_files.setdefault(it.file, None)
             totals.add(it)
             engine.observe(tracker.feed(it))
-            savings.feed(it)
+            if savings_of is None or savings_of(it):
+                savings.feed(it)
         else:  # OrphanResponse: a response whose request is not in the capture
             engine.request_missing(it.file, it.frame, it.ts, it.client, it.broker)
     decode = {}
@@ -98,16 +117,22 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
     )
 
 
-def analyze_capture(paths, *, ports=None, cache_slots: int | None = None, cache_shards: int | None = None) -> Analysis:
-    """Decode capture files and analyse them. Raises CaptureError (one line) only when nothing could be read."""
+def analyze_capture(paths, *, ports=None, cache_slots: int | None = None, cache_shards: int | None = None,
+                    client: str | None = None, broker: str | None = None) -> Analysis:
+    """Decode capture files and analyse them, keeping what concerns ``client`` and/or ``broker`` if given.
+    Raises CaptureError (one line) only when nothing could be read."""
     from fetchtool.decoder import decode_capture
 
     run = decode_capture(paths, ports)
-    return analyze_items(run, cache_slots=cache_slots, cache_shards=cache_shards, decode_report=run.report)
+    analysis = analyze_items(run, cache_slots=cache_slots, cache_shards=cache_shards, decode_report=run.report,
+                             savings_of=savings_filter(client, broker))
+    return filtered(analysis, client, broker)
 
 
 def filtered(analysis: Analysis, client: str | None = None, broker: str | None = None) -> Analysis:
-    """Keep what concerns one client (client id, host or ip:port) and/or one broker (ip:port or host)."""
+    """Keep the clients, sessions, findings and brokers that concern one client (client id, host or ip:port)
+    and/or one broker (ip:port or host). The savings are kept as they are: filter them on the way in
+    (savings_filter)."""
     if not client and not broker:
         return analysis
 

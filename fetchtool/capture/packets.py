@@ -44,6 +44,23 @@ class CaptureStats:
     skipped_non_tcp: int = 0  # not IP, or IP but not TCP
     warnings: Counter = field(default_factory=Counter)  # one-line warning text -> count
 
+    @property
+    def decoded_any(self) -> bool:
+        """Whether any packet was decoded down to TCP or recognised as other traffic (frames all of an
+        unsupported link type, or a corrupt first record, give none)."""
+        return bool(self.tcp_segments or self.skipped_non_tcp)
+
+    @property
+    def gave_nothing(self) -> bool:
+        """A damaged file: packets or damage warnings, but no packet decoded. (A clean capture with no packets
+        is read: it is empty.)"""
+        return not self.decoded_any and bool(self.packets or self.warnings)
+
+    def nothing_read(self, label: str) -> str:
+        """The one-line error for a file that gave nothing, from its first warning."""
+        damage = next(iter(self.warnings), "no packet could be decoded").removeprefix(f"{label}: ")
+        return f"{label}: nothing could be read: {damage}"
+
 
 def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None) -> Iterator[Segment]:
     """Yield every TCP segment of one capture file, in file order, with Wireshark frame numbers."""

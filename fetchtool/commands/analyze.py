@@ -7,36 +7,45 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 
 from fetchtool.analysis import report_json, report_markdown, report_terminal
-from fetchtool.analysis.run import analyze_capture, filtered
-from fetchtool.commands.output import emit, fail
+from fetchtool.analysis.model import Analysis
+from fetchtool.analysis.run import analyze_capture
+from fetchtool.commands.output import bad_option, check_ports, emit, fail, report_console, warn
+from fetchtool.protocol.report import warning_lines
 
 FORMATS = ("table", "json", "markdown")
 
 
-def load(captures: List[Path], ports, cache_slots, cache_shards, engine: str = "polars", master=None):
-    """Analyse or exit with a one-line error (only when nothing at all could be read)."""
+def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, broker=None, engine: str = "polars",
+         master=None) -> Analysis:
+    """The analysis of the captures, kept to ``client`` / ``broker`` if given, with the decode's warnings on
+    stderr; or exit with a one-line error (only when nothing at all could be read)."""
     from fetchtool.decoder import CaptureError
 
+    check_ports(ports)
     if cache_slots is not None and cache_slots < 0:
-        fail("--cache-slots must be >= 0")
+        bad_option(f"--cache-slots must be >= 0, got {cache_slots}")
     if cache_shards is not None and cache_shards < 1:
-        fail("--cache-shards must be >= 1")
+        bad_option(f"--cache-shards must be >= 1, got {cache_shards}")
+    paths = [str(p) for p in captures]
     try:
         if engine == "spark":  # the same analysis as Spark stages (fetchtool.pipeline.spark)
             from fetchtool.pipeline.spark import SparkUnavailable, analyze_spark
 
             try:
-                return analyze_spark([str(p) for p in captures], master=master, ports=ports or None,
-                                     cache_slots=cache_slots, cache_shards=cache_shards)
+                analysis = analyze_spark(paths, master=master, ports=ports or None, cache_slots=cache_slots,
+                                         cache_shards=cache_shards, client=client, broker=broker)
             except SparkUnavailable as exc:
                 fail(str(exc))
-        return analyze_capture([str(p) for p in captures], ports=ports or None, cache_slots=cache_slots,
-                               cache_shards=cache_shards)
+        else:
+            analysis = analyze_capture(paths, ports=ports or None, cache_slots=cache_slots,
+                                       cache_shards=cache_shards, client=client, broker=broker)
     except CaptureError as exc:
         fail(str(exc).splitlines()[0] if str(exc) else "the capture could not be read")
+    for line in warning_lines(analysis.capture.decode):
+        warn(line)
+    return analysis
 
 
 def main(
@@ -52,24 +61,24 @@ def main(
     cache_shards: Optional[int] = typer.Option(
         None, "--cache-shards", help="fetch session cache shards (8 since Kafka 3.8, 1 before; default 8 with "
                                      "--cache-slots)"),
-    engine: str = typer.Option("polars", "--engine", help="polars (embedded) | spark (pip install 'fetchtool[spark]')"),
+    engine: str = typer.Option("polars", "--engine", help="polars (embedded) | spark (pip install 'fetchtool\\[spark]')"),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master URL with --engine spark (default local[*])"),
 ) -> None:
     if format not in FORMATS:
-        fail(f"unknown --format {format!r} (choose from {', '.join(FORMATS)})")
+        bad_option(f"unknown --format {format!r} (choose from {', '.join(FORMATS)})")
     if engine not in ("polars", "spark") or (master and engine != "spark"):
-        fail(f"unknown --engine {engine!r} (choose from polars, spark)" if engine not in ("polars", "spark")
-             else "--master needs --engine spark")
-    analysis = filtered(load(capture, port, cache_slots, cache_shards, engine, master), client, broker)
+        bad_option(f"unknown --engine {engine!r} (choose from polars, spark)" if engine not in ("polars", "spark")
+                   else "--master needs --engine spark")
+    analysis = load(capture, port, cache_slots, cache_shards, client, broker, engine, master)
     if format == "json":
         text = report_json.render(analysis)
     elif format == "markdown":
         text = report_markdown.render(analysis)
     else:
         if output is None:
-            report_terminal.render(analysis, Console())
+            report_terminal.render(analysis, report_console())
             return
         buf = io.StringIO()
-        report_terminal.render(analysis, Console(file=buf, width=160, force_terminal=False))
+        report_terminal.render(analysis, report_console(buf))
         text = buf.getvalue()
     emit(text, output)

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fetchtool.commands.output import bad_option, check_ports, fail, report_console
 from fetchtool.commands.progress import CaptureProgress
 from fetchtool.decoder import CaptureError, decode_capture
 from fetchtool.exchange import Exchange
@@ -32,14 +33,17 @@ def main(
         None, "--port", help="Broker port (repeatable). Default: detect the broker side from the traffic."
     ),
     engine: str = typer.Option("polars", "--engine", help="polars (embedded) | spark (with --out; pip install "
-                                                          "'fetchtool[spark]')."),
+                                                          "'fetchtool\\[spark]')."),
     master: str | None = typer.Option(None, "--master", help="Spark master URL with --engine spark."),
 ) -> None:
     err = Console(stderr=True, soft_wrap=True)  # one message, one line: never wrapped
-    if engine != "polars" or master:
-        from fetchtool.pipeline.spark import decode_command
-
-        raise typer.Exit(decode_command(captures, out, format, port, engine, master, err))
+    check_ports(port)
+    if engine not in ("polars", "spark"):
+        bad_option(f"unknown --engine {engine!r} (choose from polars, spark)")
+    if engine == "spark":
+        return _decode_on_spark(captures, out, format, port, master, err)
+    if master:
+        bad_option("--master needs --engine spark")
     if format is None and out is None:
         format = Format.jsonl
     run = decode_capture(captures, ports=port or None)
@@ -47,7 +51,10 @@ def main(
     if out is not None:
         from fetchtool.pipeline.tables import ParquetTables
 
-        tables = ParquetTables(out)
+        try:
+            tables = ParquetTables(out)
+        except OSError as exc:
+            fail(f"cannot write {out}: {exc.strerror or exc}")
     rows: list[Exchange] = []
     write = sys.stdout.write
     try:
@@ -63,25 +70,41 @@ def main(
                 elif format is Format.table:
                     rows.append(item)
     except CaptureError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        fail(str(exc).splitlines()[0])
     except BrokenPipeError:
         # the reader went away (`fetchtool decode x | head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise typer.Exit(0) from None
+    except OSError as exc:   # --out: the disk filled up or the directory went away
+        fail(f"cannot write {out}: {exc.strerror or exc}")
     finally:
         if tables is not None:
             tables.close()
     if format is Format.table:
-        out_console = Console()
-        if not out_console.is_terminal:
-            out_console.width = 200  # piped into a file or a pager: keep every column readable
-        out_console.print(exchange_table(rows))
+        report_console().print(exchange_table(rows))
     for line in run.report.lines():
         err.print(line, highlight=False, markup=False)
     if tables is not None:
         err.print(f"wrote {tables.exchanges_written:,} exchanges and {tables.partitions_written:,} partition rows "
                   f"to {out}/", highlight=False)
+
+
+def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | None, ports: list[int] | None,
+                     master: str | None, err: Console) -> None:
+    """--engine spark: the same two tables, written by Spark as Parquet datasets (directories)."""
+    from fetchtool.pipeline.spark import SparkUnavailable, decode_spark
+
+    if out is None or format is not None:
+        bad_option("--engine spark writes the exchanges and partitions tables as Parquet: give --out DIR "
+                   "(and no --format)")
+    try:
+        rep = decode_spark([str(p) for p in captures], str(out), master=master, ports=ports or None)
+    except (SparkUnavailable, CaptureError) as exc:
+        fail(str(exc).splitlines()[0])
+    for line in rep.lines():
+        err.print(line, highlight=False, markup=False)
+    err.print(f"wrote {rep.exchanges_written:,} exchanges and {rep.partitions_written:,} partition rows to {out}/ "
+              "(Spark Parquet datasets)", highlight=False)
 
 
 def exchange_table(exchanges: list[Exchange]) -> Table:

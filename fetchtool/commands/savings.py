@@ -3,24 +3,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 
-from fetchtool.commands.output import emit, fail
+from fetchtool.commands.output import bad_option, check_ports, emit, fail, report_console, warn
 
 FORMATS = ("table", "json", "jsonl", "markdown")
-
-
-def _matches(ex, client: str | None, broker: str | None) -> bool:
-    if client and client not in (ex.client_id, ex.client, ex.client.rsplit(":", 1)[0]):
-        return False
-    if broker and broker not in (ex.broker, ex.broker.rsplit(":", 1)[0]):
-        return False
-    return True
 
 
 def main(
@@ -33,22 +25,27 @@ def main(
     port: Optional[List[int]] = typer.Option(None, "--port", help="broker port (repeatable); default: detect"),
 ) -> None:
     from fetchtool.analysis import savings_report
+    from fetchtool.analysis.run import concerns
     from fetchtool.analysis.savings import SavingsEstimator
     from fetchtool.decoder import CaptureError, decode_capture
     from fetchtool.exchange import Exchange
 
     if format not in FORMATS:
-        fail(f"unknown --format {format!r} (choose from {', '.join(FORMATS)})")
+        bad_option(f"unknown --format {format!r} (choose from {', '.join(FORMATS)})")
+    check_ports(port)
     est = SavingsEstimator()
     lines: list[str] = []
+    run = decode_capture([str(p) for p in capture], port or None)
     try:
-        for ex in decode_capture([str(p) for p in capture], port or None):
-            if isinstance(ex, Exchange) and _matches(ex, client, broker):
+        for ex in run:
+            if isinstance(ex, Exchange) and concerns(ex, client, broker):
                 row = est.feed(ex)
                 if row is not None and format == "jsonl":
                     lines.append(json.dumps(row.to_json()))
     except CaptureError as exc:
         fail(str(exc).splitlines()[0] if str(exc) else "the capture could not be read")
+    for line in run.report.warning_lines():
+        warn(line)
     result = est.result().to_json()
     if format == "jsonl":
         text = "\n".join(lines) + ("\n" if lines else "")
@@ -58,11 +55,9 @@ def main(
         text = "\n".join(savings_report.markdown(result)) + "\n"
     else:
         if output is None:
-            Console().print(savings_report.terminal(result))
+            report_console().print(savings_report.terminal(result))
             return
-        import io
-
-        console = Console(width=160, record=True, force_terminal=False, file=io.StringIO())
-        console.print(savings_report.terminal(result))
-        text = console.export_text()
+        buf = io.StringIO()
+        report_console(buf).print(savings_report.terminal(result))
+        text = buf.getvalue()
     emit(text, output)

@@ -7,12 +7,11 @@ from typing import List, Optional
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from fetchtool.analysis.report_terminal import created_text, end_text, when
-from fetchtool.analysis.run import filtered
 from fetchtool.commands.analyze import load
+from fetchtool.commands.output import report_console
 from fetchtool.sessions.errors import error_name
 
 
@@ -24,11 +23,15 @@ def main(
     client: Optional[str] = typer.Option(None, "--client", help="client id, host or ip:port"),
     broker: Optional[str] = typer.Option(None, "--broker", help="broker ip:port or host"),
     port: Optional[List[int]] = typer.Option(None, "--port", help="broker port (repeatable)"),
-    cache_slots: Optional[int] = typer.Option(None, "--cache-slots"),
-    cache_shards: Optional[int] = typer.Option(None, "--cache-shards"),
+    cache_slots: Optional[int] = typer.Option(
+        None, "--cache-slots", help="the brokers' max.incremental.fetch.session.cache.slots, to explain evictions "
+                                    "(default: infer)"),
+    cache_shards: Optional[int] = typer.Option(
+        None, "--cache-shards", help="fetch session cache shards (8 since Kafka 3.8, 1 before; default 8 with "
+                                     "--cache-slots)"),
 ) -> None:
-    analysis = filtered(load(capture, port, cache_slots, cache_shards), client, broker)
-    console = Console()
+    analysis = load(capture, port, cache_slots, cache_shards, client, broker)
+    console = report_console()
     if not analysis.sessions:
         console.print("No fetch sessions" + (f" for client {client}" if client else "") + " in the capture.")
         return

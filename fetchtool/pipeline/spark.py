@@ -14,12 +14,14 @@ name order (as `mergecap -a` would number them); for one file they are Wireshark
 from __future__ import annotations
 
 import glob
-import re
-from itertools import groupby
 import os
+import re
 import sys
+from collections import Counter
+from itertools import groupby
 from pathlib import Path
 
+from fetchtool.capture.packets import CaptureStats
 from fetchtool.capture.reader import CaptureError
 from fetchtool.protocol.report import DecodeReport
 
@@ -160,12 +162,19 @@ class _Decoded:
         if timings is not None:
             timings["files_and_counts_s"] = t1 - t0
             timings["segments_reassembly_decode_s"] = time.perf_counter() - t1
+        stats = {idx: (CaptureStats(packets=packets, bytes=nbytes, tcp_segments=segments, skipped_non_tcp=other,
+                                   warnings=Counter(warnings)), error)
+                 for _t, idx, packets, nbytes, segments, other, warnings, error in (r for r in small if r[0] == "stats")}
+        seen = {idx for idx, _e, _n in errors}
+        errors.extend((idx, error, fs.packets) for idx, (fs, error) in stats.items() if error and idx not in seen)
         self.report = _report(names, small, errors)
         self.last_ts = max((r[2] for r in small if r[0] == "report" and r[2] is not None), default=None)
-        if len(errors) == len(files):
-            msgs = [e for _i, e, _n in errors]
-            if not any(n for _i, _e, n in errors):
-                raise CaptureError(msgs[0] if len(msgs) == 1 else f"{msgs[0]} (and {len(msgs) - 1} more)")
+        # A file is read as fetchtool.decoder.DecodeRun decides: a packet of it decoded, or a clean empty capture.
+        failed = {idx for idx, _e, _n in errors}
+        if not any(fs.decoded_any or (idx not in failed and not fs.gave_nothing) for idx, (fs, _e) in stats.items()):
+            msgs = [e for _i, e, _n in sorted(errors)] + [
+                fs.nothing_read(names[idx]) for idx, (fs, _e) in sorted(stats.items()) if idx not in failed]
+            raise CaptureError(msgs[0] if len(msgs) == 1 else f"{msgs[0]} (and {len(msgs) - 1} more)")
         conn_ids = {(flow, local): gid for gid, (_f, flow, local) in
                     enumerate(sorted((r[1], r[2], r[3]) for r in small if r[0] == "conn"), 1)}
         known: dict[str, dict[str, tuple[str, int]]] = {}
@@ -189,7 +198,7 @@ def _report(names: list[str], small: list, errors: list) -> DecodeReport:
     rep = DecodeReport(files=list(names))
     for _idx, msg, _n in errors:
         rep.warn("unreadable_file", msg)
-    for _t, _idx, packets, nbytes, warnings in sorted(r for r in small if r[0] == "stats"):
+    for _t, _idx, packets, nbytes, _segments, _other, warnings, _error in sorted(r for r in small if r[0] == "stats"):
         rep.packets += packets
         rep.bytes += nbytes
         for text, k in warnings.items():
@@ -210,8 +219,10 @@ def _report(names: list[str], small: list, errors: list) -> DecodeReport:
 
 
 def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: int | None = None,
-                  cache_shards: int | None = None, spark=None, timings: dict | None = None):
-    """Decode and analyse captures on Spark -> fetchtool.analysis.model.Analysis (as analyze_capture).
+                  cache_shards: int | None = None, client: str | None = None, broker: str | None = None,
+                  spark=None, timings: dict | None = None):
+    """Decode and analyse captures on Spark -> fetchtool.analysis.model.Analysis (as analyze_capture, with the
+    same --client / --broker filtering).
 
     `timings`, when given, gets wall seconds per stage (for benchmarks/bench_spark.py)."""
     import time
@@ -219,24 +230,27 @@ def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: 
     spark = spark or spark_session(master)  # first: without PySpark this is the one-line SparkUnavailable
     from pyspark.rdd import portable_hash
 
+    from fetchtool.analysis.run import filtered, savings_filter
+
     from .spark_merge import analyze_broker, merge
 
     d = _Decoded(spark, paths, ports, timings)
     last_ts = d.last_ts
     t = time.perf_counter()
+    savings_of = savings_filter(client, broker)
 
     def per_broker(rows):
         # Streamed: a broker's exchanges go through the tracker one by one, never all in memory.
-        for broker, group in groupby(rows, key=lambda bk: bk[0][0]):
-            yield analyze_broker(broker, ((key, it) for (_b, key), it in group), last_ts, cache_slots,
-                                 cache_shards)
+        for name, group in groupby(rows, key=lambda bk: bk[0][0]):
+            yield analyze_broker(name, ((key, it) for (_b, key), it in group), last_ts, cache_slots,
+                                 cache_shards, savings_of)
 
     keyed = d.items.map(lambda bki: ((bki[0], bki[1]), bki[2]))
     parts = (keyed.repartitionAndSortWithinPartitions(d.partitions, partitionFunc=lambda k: portable_hash(k[0]))
              .mapPartitions(per_broker).collect())
     t2 = time.perf_counter()
     d.release()
-    analysis = merge(parts, d.report, cache_slots, cache_shards)
+    analysis = filtered(merge(parts, d.report, cache_slots, cache_shards), client, broker)
     if timings is not None:
         timings["per_broker_analysis_s"] = t2 - t
         timings["driver_merge_s"] = time.perf_counter() - t2
@@ -266,31 +280,6 @@ def decode_spark(paths, out_dir: str, *, master: str | None = None, ports=None, 
     rep.partitions_written = spark.read.parquet(f"{out}/partitions.parquet").count()
     d.release()
     return rep
-
-
-def decode_command(captures, out, format, ports, engine: str, master: str | None, err) -> int:
-    """`fetchtool decode --engine spark`: the CLI edge (one-line errors, the decode report on stderr)."""
-    from rich.markup import escape
-
-    def fail(message: str) -> int:
-        err.print(f"[red]error:[/] {escape(message)}", highlight=False)
-        return 2
-
-    if engine != "spark":
-        return fail(f"unknown --engine {engine!r} (choose from polars, spark)" if engine != "polars"
-                    else "--master needs --engine spark")
-    if out is None or format is not None:
-        return fail("--engine spark writes the exchanges and partitions tables as Parquet: give --out DIR "
-                    "(and no --format)")
-    try:
-        rep = decode_spark([str(p) for p in captures], str(out), master=master, ports=ports or None)
-    except (SparkUnavailable, CaptureError) as exc:
-        return fail(str(exc).splitlines()[0])
-    for line in rep.lines():
-        err.print(line, highlight=False, markup=False)
-    err.print(f"wrote {rep.exchanges_written:,} exchanges and {rep.partitions_written:,} partition rows to {out}/ "
-              "(Spark Parquet datasets)", highlight=False)
-    return 0
 
 
 def _exchange_row(ex, cols: list[str]) -> tuple:

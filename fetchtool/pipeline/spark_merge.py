@@ -56,8 +56,10 @@ def _note(d: dict, value, key) -> None:
         d[value] = key
 
 
-def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, cache_shards=None) -> BrokerPart:
-    """items: (sort key, Exchange | OrphanResponse) of one broker, in request order."""
+def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, cache_shards=None,
+                   savings_of=None) -> BrokerPart:
+    """items: (sort key, Exchange | OrphanResponse) of one broker, in request order. ``savings_of``: which
+    exchanges the savings count (fetchtool.analysis.run.savings_filter; None: all)."""
     tracker = SessionTracker()
     engine = FindingsEngine(cache_slots, cache_shards)
     engine.last_ts = last_ts  # RESPONSE_MISSING compares with the end of the whole capture, not of this broker
@@ -77,7 +79,8 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
         _note(files, it.file, key)
         n_sessions = len(tracker.sessions)
         engine.observe(tracker.feed(it))
-        savings.feed(it)
+        if savings_of is None or savings_of(it):
+            savings.feed(it)
         for s in tracker.sessions[n_sessions:]:
             first_seen[id(s)] = key
         ckey = (host_of(it.client), it.client_id)

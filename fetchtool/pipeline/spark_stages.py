@@ -118,17 +118,25 @@ def count_packets(idx: int, path: str, data: bytes | None = None) -> tuple:
 def file_segments(idx: int, path: str, offset: int, set_idx: int, data: bytes | None = None):
     """Yield (flow key, segment row) for every TCP segment of one file, then (STATS_KEY, stats row)."""
     stats = CaptureStats()
+    error = None
+    copy = _LocalCopy(path, data)
     try:
-        with _LocalCopy(path, data) as local:
+        with copy as local:
             for s in iter_segments(local, stats):
                 a, b = s.src, s.dst
                 key = ((set_idx, a.ip, a.port, b.ip, b.port) if (a.ip, a.port) <= (b.ip, b.port)
                        else (set_idx, b.ip, b.port, a.ip, a.port))
                 yield key, (offset + s.frame, s.ts, a.ip, a.port, b.ip, b.port, s.seq, s.flags, s.payload, s.ack,
                             s.truncated)
-    except (CaptureError, OSError):
-        pass  # reported once, by stage 0
-    yield STATS_KEY, (idx, stats.packets, stats.bytes, dict(stats.warnings))
+    except CaptureError as exc:
+        # Stage 0 reports what the reader finds; only the packet layer sees an unsupported link type.
+        error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if copy.tmp:
+            error = error.replace(copy.tmp, path)
+    except OSError:
+        pass  # reported by stage 0
+    yield STATS_KEY, (idx, stats.packets, stats.bytes, stats.tcp_segments, stats.skipped_non_tcp,
+                      dict(stats.warnings), error)
 
 
 # -- stage 2 ----------------------------------------------------------------------------------------------------
@@ -166,7 +174,7 @@ def decode_flows(rows, labels: dict, ports: frozenset[int] | None, ends: dict):
       ("conn", (set, frame), flow key, local id)  where each connection's first stream event is
       ("name", broker, topic id, name, (set, frame))  a Metadata response named a topic id
       ("report", DecodeReport, last ts)           this partition's protocol counters, latest exchange time
-      ("stats", file index, packets, bytes, warnings)
+      ("stats", file index, packets, bytes, TCP segments, non-TCP packets, warnings, error or None)
     """
     report = DecodeReport()
     last = [None]

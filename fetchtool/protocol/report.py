@@ -83,9 +83,20 @@ class DecodeReport:
 
     def warning_lines(self) -> list[str]:
         """One line per kind of warning, most frequent first, with its count."""
-        out = []
-        for code, n in self.warnings.most_common():
-            example = self.warning_examples.get(code, [code])[0]
-            # capture-layer warnings are their own text; protocol ones are a code plus an example
-            out.append(f"{code} (x{n})" if example == code else f"{code} (x{n}): {example}")
-        return out
+        return _warning_lines(self.warnings.most_common(), self.warning_examples)
+
+
+def warning_lines(decode: dict) -> list[str]:
+    """DecodeReport.warning_lines of a report in its to_dict() form (an Analysis keeps it so)."""
+    warnings = decode.get("warnings", {})
+    counts = sorted(((code, w["count"]) for code, w in warnings.items()), key=lambda cn: -cn[1])
+    return _warning_lines(counts, {code: w["examples"] for code, w in warnings.items()})
+
+
+def _warning_lines(counts: list[tuple[str, int]], examples: dict[str, list[str]]) -> list[str]:
+    out = []
+    for code, n in counts:
+        example = (examples.get(code) or [code])[0]
+        # capture-layer warnings are their own text; protocol ones are a code plus an example
+        out.append(f"{code} (x{n})" if example == code else f"{code} (x{n}): {example}")
+    return out

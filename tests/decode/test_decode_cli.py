@@ -103,7 +103,7 @@ def test_a_file_that_is_not_a_capture_is_one_clear_line(tmp_path, content, messa
     bad = tmp_path / "ticket-attachment.pcap"
     bad.write_bytes(content)
     result = decode(str(bad))
-    assert result.exit_code == 2
+    assert result.exit_code == 1  # unusable input; 2 is for a bad option value
     assert message in result.stderr and "Traceback" not in result.stderr
     assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
 
@@ -130,3 +130,13 @@ def test_piping_into_head_stops_quietly(sweep):
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60)
     assert json.loads(proc.stdout)["request_frame"] == 4
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_out_naming_an_existing_file_is_one_line_and_leaves_the_file_alone(sweep, tmp_path):
+    # --out wants a directory; the engineer typed the name of a file that is already there.
+    taken = tmp_path / "exchanges.txt"
+    taken.write_text("yesterday's notes\n")
+    result = decode(str(sweep), "--out", str(taken))
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: cannot write {taken}: ") and len(result.stderr.splitlines()) == 1
+    assert taken.read_text() == "yesterday's notes\n"

@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fetchtool.analysis.run import analyze_capture
+from fetchtool.capture.reader import CaptureError
 from fetchtool.cli import app
 from fetchtool.pipeline.spark import analyze_spark
 
@@ -90,6 +91,27 @@ def test_files_of_different_captures_stay_apart(spark, tmp_path):
     """Two captures in one directory are not a rotation: the report is the polars report on both files."""
     a, b = CAPTURES / "scenarios" / "healthy.pcap", CAPTURES / "scenarios" / "starvation.pcap"
     assert report(analyze_spark([a, b], spark=spark)) == report(analyze_capture([a, b]))
+
+
+def test_a_client_filter_gives_both_engines_the_same_report(spark):
+    capture = CAPTURES / "scenarios" / "eviction-thrash.pcap"
+    expected = report(analyze_capture([capture], client="svc-a"))
+    assert len(expected["savings"]["per_client"]) == 1
+    assert report(analyze_spark([capture], spark=spark, client="svc-a")) == expected
+
+
+def test_a_file_of_an_unsupported_link_type_is_named_by_both_engines(spark, tmp_path):
+    wifi = tmp_path / "wlan0.pcap"   # three 802.11 frames: fetchtool reads no link type 105
+    wifi.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 105)
+                     + (struct.pack("<IIII", 1_700_000_000, 0, 60, 60) + bytes(60)) * 3)
+    good = tmp_path / "healthy.pcap"   # beside it: the Spark engine lists files by path
+    good.write_bytes((CAPTURES / "scenarios" / "healthy.pcap").read_bytes())
+    both = report(analyze_spark([good, wifi], spark=spark))
+    assert both == report(analyze_capture([good, wifi]))
+    assert "wlan0.pcap: nothing could be read: unsupported link type 105" in json.dumps(both["capture"]["decode"])
+    for analyze in (analyze_capture, lambda paths: analyze_spark(paths, spark=spark)):
+        with pytest.raises(CaptureError, match=r"wlan0.pcap: nothing could be read: unsupported link type 105"):
+            analyze([wifi])
 
 
 def test_cli_analyze_and_decode_with_the_spark_engine(spark, tmp_path):
