@@ -20,21 +20,76 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import socket
 import sys
+import typing
 
 import typer
 
 from fetchtool.broker.admin import serve_admin
 from fetchtool.broker.server import Broker
 from fetchtool.broker.state import BrokerConfig
+from fetchtool.commands.output import bad_option, check_port, check_positive, fail, warn
+
+# Kafka accepts socket.request.max.bytes >= 1, but every client opens with ApiVersions and Metadata requests
+# of tens to hundreds of bytes (client id, software name, topic list): below 1 KiB the broker would refuse
+# every client before its first fetch. 1 KiB still lets a scenario trip the limit with a Fetch or Produce.
+MIN_FRAME_BYTES = 1024
+# Partitions and shards are built up front, in memory: a typo such as 100000000 would stall start-up for
+# minutes and take gigabytes. Kafka itself uses 8 cache shards and has no hard partition limit.
+MAX_PARTITIONS = 100_000
+MAX_SHARDS = 1024
+
+T = typing.TypeVar("T")
+
+
+class StartFailed(Exception):
+    """The broker could not start: a socket that cannot be bound (the message names the address and its option)
+    or a ready line that cannot be written."""
 
 
 def _parse_topic(spec: str) -> tuple[str, int]:
     name, sep, count = spec.rpartition(":")
     if not sep or not name or not count.isdigit() or int(count) < 1:
-        raise typer.BadParameter(f"--topic wants NAME:PARTITIONS, got {spec!r}")
+        bad_option(f"--topic wants NAME:PARTITIONS, got {spec!r}")
+    if int(count) > MAX_PARTITIONS:
+        bad_option(f"--topic {name}: at most {MAX_PARTITIONS} partitions, got {count}")
     return name, int(count)
+
+
+def _parse_topics(specs: list[str]) -> dict[str, int]:
+    topics: dict[str, int] = {}
+    for name, count in map(_parse_topic, specs):
+        if name in topics:
+            bad_option(f"--topic {name} given twice")
+        topics[name] = count
+    return topics
+
+
+def _check_options(port: int, admin_port: int | None, cache_slots: int, cache_shards: int, eviction_ms: int,
+                   auto_create_partitions: int, max_frame_bytes: int, idle_timeout_ms: int,
+                   partial_frame_timeout_ms: int, max_connections: int) -> None:
+    """Every bad value is refused before anything listens (exit 2, one line)."""
+    check_port(port, "--port", allow_zero=True)
+    check_port(admin_port, "--admin-port", allow_zero=True)
+    check_positive(cache_slots, "--cache-slots", 0, strict=False)
+    check_positive(cache_shards, "--cache-shards", 1, strict=False)
+    if cache_shards > MAX_SHARDS:
+        bad_option(f"--cache-shards must be at most {MAX_SHARDS}, got {cache_shards}")
+    check_positive(eviction_ms, "--eviction-ms", 0, strict=False)
+    check_positive(auto_create_partitions, "--auto-create-partitions", 0, strict=False)
+    if auto_create_partitions > MAX_PARTITIONS:
+        bad_option(f"--auto-create-partitions must be at most {MAX_PARTITIONS}, got {auto_create_partitions}")
+    check_positive(max_frame_bytes, "--max-frame-bytes", MIN_FRAME_BYTES, strict=False)
+    check_positive(idle_timeout_ms, "--idle-timeout-ms")
+    check_positive(partial_frame_timeout_ms, "--partial-frame-timeout-ms")
+    check_positive(max_connections, "--max-connections", 1, strict=False)
+    if 0 < cache_slots < cache_shards:
+        # Legal, and Kafka divides the same way, but rarely what was meant.
+        warn(f"--cache-slots {cache_slots} over {cache_shards} shards leaves 0 slots per shard: "
+             "no incremental fetch session will be created (as in Kafka)")
 
 
 def main(
@@ -47,7 +102,8 @@ def main(
     auto_create_partitions: int = typer.Option(1, "--auto-create-partitions",
                                                help="partitions for topics auto-created by Metadata; 0 disables."),
     max_frame_bytes: int = typer.Option(104_857_600, "--max-frame-bytes",
-                                        help="largest request frame accepted (socket.request.max.bytes)."),
+                                        help="largest request frame accepted (socket.request.max.bytes); "
+                                             f"at least {MIN_FRAME_BYTES}."),
     idle_timeout_ms: int = typer.Option(600_000, "--idle-timeout-ms", help="close idle connections after this."),
     partial_frame_timeout_ms: int = typer.Option(30_000, "--partial-frame-timeout-ms",
                                                  help="close a peer stalled in the middle of a frame after this."),
@@ -56,7 +112,9 @@ def main(
                                    help="serve the admin line protocol on 127.0.0.1:PORT (0 = free port)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="also log every connection."),
 ) -> None:
-    topics = dict(_parse_topic(t) for t in topic or [])
+    _check_options(port, admin_port, cache_slots, cache_shards, eviction_ms, auto_create_partitions,
+                   max_frame_bytes, idle_timeout_ms, partial_frame_timeout_ms, max_connections)
+    topics = _parse_topics(topic or [])
     config = BrokerConfig(host=host, port=port, cache_slots=cache_slots, cache_shards=cache_shards,
                           eviction_ms=eviction_ms, auto_create_partitions=auto_create_partitions,
                           max_frame_bytes=max_frame_bytes, idle_timeout_ms=idle_timeout_ms,
@@ -66,26 +124,52 @@ def main(
         logging.getLogger("fetchtool.broker").addFilter(lambda r: not r.getMessage().startswith("connection "))
     try:
         asyncio.run(_serve(config, topics, admin_port))
-    except OSError as exc:
-        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
-        raise typer.Exit(1) from None
+    except StartFailed as exc:
+        fail(str(exc))
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _reason(exc: Exception) -> str:
+    """Why a bind failed, without asyncio's wrapping ("error while attempting to bind on address ...")."""
+    if isinstance(exc, UnicodeError):  # the idna codec refusing a host name such as "a..b"
+        return "not a valid host name"
+    if isinstance(exc, OSError) and not isinstance(exc, socket.gaierror) and exc.errno and exc.errno > 0:
+        return os.strerror(exc.errno)
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+
+
+async def _listen(option: str, host: str, port: int, start: typing.Awaitable[T]) -> T:
+    try:
+        return await start
+    except (OSError, UnicodeError) as exc:
+        raise StartFailed(f"cannot listen on {_address(host, port)} ({option}): {_reason(exc)}") from None
 
 
 async def _serve(config: BrokerConfig, topics: dict[str, int], admin_port: int | None) -> None:
     broker = Broker(config, topics=topics)
-    bound = await broker.start()
+    bound = await _listen("--host/--port", config.host, config.port, broker.start())
     admin = None
-    if admin_port is not None:
-        admin = await serve_admin(broker, "127.0.0.1", admin_port)
-        broker.log.info("admin protocol on 127.0.0.1:%d", admin.sockets[0].getsockname()[1])
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, stop.set)
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, broker.drop_all_sessions)
-    print(f"listening on {config.host}:{bound}", flush=True)
-    await stop.wait()
-    broker.log.info("stopping")
-    if admin is not None:
-        admin.close()
-    await broker.stop()
+    try:
+        if admin_port is not None:
+            admin = await _listen("--admin-port", "127.0.0.1", admin_port,
+                                  serve_admin(broker, "127.0.0.1", admin_port))
+            broker.log.info("admin protocol on 127.0.0.1:%d", admin.sockets[0].getsockname()[1])
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGUSR1, broker.drop_all_sessions)
+        try:
+            print(f"listening on {config.host}:{bound}", flush=True)
+        except OSError as exc:  # stdout on a full disk or a closed pipe: nobody would learn the port
+            raise StartFailed(f"cannot write the ready line to stdout: {_reason(exc)}") from None
+        await stop.wait()
+        broker.log.info("stopping")
+    finally:
+        # Also when the admin port cannot be bound: the broker already listens and must close before the error.
+        if admin is not None:
+            admin.close()
+        await broker.stop()

@@ -1,4 +1,8 @@
-"""`fetchtool broker` as a separate process: ready line, SIGUSR1 / admin-port fault injection, clean stop."""
+"""`fetchtool broker` as a separate process: ready line, SIGUSR1 / admin-port fault injection, clean stop.
+
+On a support engineer's command line: a bad option value exits 2 before anything listens, a socket that
+cannot be bound exits 1 naming its address; either way one "error: " line on stderr, never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,9 @@ import time
 
 import pytest
 from broker_scenarios import fetch_request
+from typer.testing import CliRunner
+
+from fetchtool.cli import app
 
 from fetchtool.broker.rawclient import RawClient
 
@@ -75,3 +82,84 @@ def test_bad_topic_spec_is_a_one_line_usage_error():
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert "NAME:PARTITIONS" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _broker_process(*args: str) -> subprocess.CompletedProcess:
+    """A broker that is expected not to start: it must exit on its own (the timeout fails a broker that serves)."""
+    return subprocess.run([sys.executable, "-m", "fetchtool.cli", "broker", *args],
+                          capture_output=True, text=True, timeout=30)
+
+
+def _error_line(stderr: str) -> str:
+    """The one 'error: ' line of stderr (log lines may precede it), and no traceback anywhere."""
+    assert "Traceback" not in stderr and "Task was destroyed" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, stderr
+    return errors[0]
+
+
+# A host no interface here has (TEST-NET-1): were the bad value accepted, the broker would fail to listen with
+# exit 1 instead of serving forever, so a missing check fails the test instead of hanging it.
+UNBINDABLE = ["--host", "192.0.2.1"]
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--port", "-1"), ("--port", "70000"), ("--admin-port", "70000"), ("--admin-port", "-1"),
+    ("--cache-slots", "-1"), ("--cache-shards", "0"), ("--cache-shards", "1025"), ("--eviction-ms", "-1"),
+    ("--max-frame-bytes", "0"), ("--max-frame-bytes", "1023"), ("--max-connections", "0"),
+    ("--idle-timeout-ms", "0"), ("--partial-frame-timeout-ms", "-5"), ("--auto-create-partitions", "-1"),
+    ("--auto-create-partitions", "100001"), ("--topic", "huge:100001"),
+])
+def test_a_bad_option_value_is_refused_in_one_line_before_the_broker_listens(option, value):
+    res = CliRunner().invoke(app, ["broker", *UNBINDABLE, "--port", "0", option, value])
+    assert res.exit_code == 2, (res.exit_code, res.output, res.exception)
+    assert isinstance(res.exception, SystemExit)
+    assert res.stderr.splitlines() == [_error_line(res.stderr)]  # nothing logged: no broker was started
+    assert option in res.stderr and value.split(":")[-1] in res.stderr
+    assert res.stdout == ""
+
+
+def test_the_same_topic_twice_is_refused_rather_than_silently_keeping_the_last():
+    res = CliRunner().invoke(app, ["broker", *UNBINDABLE, "--topic", "orders:3", "--topic", "orders:1"])
+    assert res.exit_code == 2
+    assert _error_line(res.stderr) == "error: --topic orders given twice"
+
+
+def test_an_admin_port_in_use_names_that_port_and_stops_the_broker_that_already_listens():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _broker_process("--port", "0", "--admin-port", str(port))
+    assert proc.returncode == 1
+    line = _error_line(proc.stderr)
+    assert line.startswith(f"error: cannot listen on 127.0.0.1:{port} (--admin-port): "), line
+    assert "in use" in line
+    assert "broker stopped" in proc.stderr  # the broker port was closed before exiting
+    assert "listening on" not in proc.stdout  # a client script waiting for the ready line is not misled
+
+
+def test_a_broker_port_in_use_names_that_port():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _broker_process("--port", str(port))
+    assert proc.returncode == 1
+    line = _error_line(proc.stderr)
+    assert line.startswith(f"error: cannot listen on 127.0.0.1:{port} (--host/--port): "), line
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("host", ["192.0.2.1", "no-such-host.invalid", "a..b"])
+def test_a_host_that_cannot_be_listened_on_is_one_line(host):
+    proc = _broker_process("--host", host, "--port", "0")
+    assert proc.returncode == 1
+    assert _error_line(proc.stderr).startswith(f"error: cannot listen on {host}:0 (--host/--port): ")
+    assert proc.stdout == ""
+
+
+def test_fewer_cache_slots_than_shards_warns_that_no_session_can_be_created():
+    proc = _broker_process(*UNBINDABLE, "--port", "0", "--cache-slots", "4")
+    assert "warning: --cache-slots 4 over 8 shards leaves 0 slots per shard" in proc.stderr
+    assert proc.returncode == 1 and _error_line(proc.stderr)
