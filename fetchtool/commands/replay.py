@@ -17,9 +17,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from fetchtool.commands.output import fail, plan_or_fail, warn
+from fetchtool.commands.output import (bad_option, check_ports, check_positive, fail, plan_or_fail,
+                                      report_console)
 from fetchtool.replay.clients import SESSION_MODES
-from fetchtool.replay.driver import ReplayError, ReplayOptions, ReplayRun, replay
+from fetchtool.replay.driver import ReplayError, ReplayOptions, ReplayRun, parse_broker, replay
 from fetchtool.replay.report import plan_summary_lines, print_replay, replay_json
 from fetchtool.replay.simulate import DEFAULT_EVICTION_MS, DEFAULT_SHARDS, DEFAULT_SLOTS, SimConfig
 from fetchtool.replay.tally import captured_counts
@@ -39,17 +40,24 @@ def main(
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan (clients, requests, duration) only."),
     port: list[int] = typer.Option(None, "--port", help="Kafka port(s) in the capture (default: detect)."),
     timeout: float = typer.Option(30.0, "--timeout", help="seconds to wait for each response."),
-    fmt: str = typer.Option("table", "--format", help="table | json"),
+    fmt: str = typer.Option("table", "--format", "-f", help="table | json"),
 ) -> None:
     err = Console(stderr=True)
     if fmt not in ("table", "json"):
-        fail(f"--format must be table or json, not {fmt!r}", 2)
+        bad_option(f"--format must be table or json, not {fmt!r}")
     if sessions not in SESSION_MODES:
-        fail(f"--sessions must be one of {', '.join(SESSION_MODES)}, not {sessions!r}", 2)
-    if speed <= 0:
-        fail("--speed must be > 0", 2)
-    if cache_slots < 0 or cache_shards < 1 or eviction_ms < 0:
-        fail("--cache-slots >= 0, --cache-shards >= 1, --eviction-ms >= 0", 2)
+        bad_option(f"--sessions must be one of {', '.join(SESSION_MODES)}, not {sessions!r}")
+    check_positive(speed, "--speed")
+    check_positive(timeout, "--timeout")
+    check_positive(cache_slots, "--cache-slots", 0, strict=False)
+    check_positive(cache_shards, "--cache-shards", 1, strict=False)
+    check_positive(eviction_ms, "--eviction-ms", 0, strict=False)
+    check_ports(port)
+    if broker is not None:
+        try:
+            parse_broker(broker)  # the driver parses it again; here a bad value fails before the capture is read
+        except ValueError as exc:
+            bad_option(str(exc))
     plan = plan_or_fail(capture, port, "replay")
     if dry_run:
         if fmt == "json":
@@ -77,4 +85,4 @@ def main(
     if fmt == "json":
         typer.echo(json.dumps(replay_json(run, captured), indent=2))
     else:
-        print_replay(Console(), run, captured)
+        print_replay(report_console(), run, captured)

@@ -12,11 +12,10 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
-from fetchtool.commands.output import fail, plan_or_fail
+from fetchtool.commands.output import bad_option, check_ports, plan_or_fail, report_console
 from fetchtool.replay.clients import SESSION_MODES
-from fetchtool.replay.loading import CaptureError, parse_int_list
+from fetchtool.replay.loading import OptionError, parse_int_list
 from fetchtool.replay.report import print_simulate, simulate_json
 from fetchtool.replay.simulate import DEFAULT_EVICTION_MS, DEFAULT_SHARDS, DEFAULT_SLOTS, SimConfig, simulate_many
 from fetchtool.replay.tally import captured_counts
@@ -34,12 +33,13 @@ def main(
                                  help="as-captured | on (every client uses sessions) | off (every client sessionless)."),
     port: list[int] = typer.Option(None, "--port", help="Kafka port(s) in the capture (default: detect)."),
     seed: int = typer.Option(0, "--seed", help="seed for the session ids the simulated brokers hand out."),
-    fmt: str = typer.Option("table", "--format", help="table | json"),
+    fmt: str = typer.Option("table", "--format", "-f", help="table | json"),
 ) -> None:
     if fmt not in ("table", "json"):
-        fail(f"--format must be table or json, not {fmt!r}", 2)
+        bad_option(f"--format must be table or json, not {fmt!r}")
     if sessions not in SESSION_MODES:
-        fail(f"--sessions must be one of {', '.join(SESSION_MODES)}, not {sessions!r}", 2)
+        bad_option(f"--sessions must be one of {', '.join(SESSION_MODES)}, not {sessions!r}")
+    check_ports(port)
     try:
         configs = [
             SimConfig(s, k, e)
@@ -47,12 +47,12 @@ def main(
             for k in parse_int_list(cache_shards, "--cache-shards", minimum=1)
             for e in parse_int_list(eviction_ms, "--eviction-ms", minimum=0)
         ]
-    except CaptureError as exc:
-        fail(str(exc))
+    except OptionError as exc:
+        bad_option(str(exc))
     plan = plan_or_fail(capture, port, "simulate")
     captured = captured_counts(plan)
     results = simulate_many(plan, configs, sessions, seed)  # one worker per core when several configs are asked
     if fmt == "json":
         typer.echo(json.dumps(simulate_json(plan, captured, results), indent=2))
     else:
-        print_simulate(Console(), plan, captured, results)
+        print_simulate(report_console(), plan, captured, results)

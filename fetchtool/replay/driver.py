@@ -141,11 +141,33 @@ async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Calla
     return broker
 
 
+def parse_broker(text: str) -> tuple[str, int]:
+    """'HOST:PORT' (IPv6 as '[::1]:9092') -> (host, port); ValueError with a one-line message otherwise."""
+    host, sep, port_text = text.strip().rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = -1
+    if not sep or not host or not 1 <= port <= 65535:
+        raise ValueError(f"--broker must be HOST:PORT with a port 1-65535, got {text!r}")
+    return host, port
+
+
+def reason(exc: BaseException) -> str:
+    """Why a connection failed, never empty: asyncio's TimeoutError and some OSErrors have no message."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    if str(exc):
+        return str(exc)
+    return "timed out" if isinstance(exc, TimeoutError) else type(exc).__name__
+
+
 async def _connect(host: str, port: int, timeout: float):
     try:
         return await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     except (OSError, asyncio.TimeoutError) as exc:
-        raise ReplayError(f"cannot connect to {host}:{port}: {exc or 'timed out'}") from None
+        raise ReplayError(f"cannot connect to {host}:{port}: {reason(exc)}") from None
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> bytes:
@@ -163,7 +185,7 @@ async def _target_topics(host: str, port: int, timeout: float) -> dict[str, uuid
         payload = await asyncio.wait_for(_read_frame(reader), timeout)
         return metadata_topics(payload)
     except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
-        raise ReplayError(f"{host}:{port} did not answer Metadata: {exc or 'timed out'}") from None
+        raise ReplayError(f"{host}:{port} did not answer Metadata: {reason(exc)}") from None
     finally:
         writer.close()
 
@@ -195,11 +217,10 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         for name in plan.topics:
             ids.setdefault(name, broker.core.state.topics.get(name).topic_id)
     else:
-        host, _, port_text = options.broker.rpartition(":")
         try:
-            port = int(port_text)
-        except ValueError:
-            raise ReplayError(f"--broker must be HOST:PORT, not {options.broker!r}") from None
+            host, port = parse_broker(options.broker)
+        except ValueError as exc:
+            raise ReplayError(str(exc)) from None
         run.target = options.broker
         ids = await _target_topics(host, port, options.timeout_s)
         missing = sorted(set(plan.topics) - set(ids))
@@ -291,7 +312,7 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         except ReplayError as exc:
             result.problem = str(exc)
         except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
-            result.problem = f"connection lost: {exc}"
+            result.problem = f"connection lost: {reason(exc)}"
         finally:
             if writer is not None:
                 writer.close()
@@ -334,7 +355,7 @@ async def _create_topics(host: str, port: int, topics: dict[str, int], timeout: 
         await writer.drain()
         await asyncio.wait_for(_read_frame(reader), timeout)
     except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
-        raise ReplayError(f"{host}:{port} did not answer CreateTopics: {exc or 'timed out'}") from None
+        raise ReplayError(f"{host}:{port} did not answer CreateTopics: {reason(exc)}") from None
     finally:
         writer.close()
 

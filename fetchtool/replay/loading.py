@@ -9,33 +9,39 @@ from fetchtool.replay.plan import ReplayPlan, build_plan
 
 
 class CaptureError(Exception):
-    """A capture or option that cannot be used; the message is one line for the user."""
+    """A capture that cannot be used; the message is one line for the user."""
+
+
+class OptionError(ValueError):
+    """An option value that cannot be used (the command line is wrong); the message is one line for the user."""
 
 
 def parse_int_list(text: str, option: str, minimum: int = 0) -> list[int]:
-    """'1000,2000' -> [1000, 2000]; a clear error for anything else."""
+    """'1000,2000' -> [1000, 2000]; a clear error for anything else, an empty item too ('1,,2', '1,'): a
+    configuration silently left out of a comparison is worse than asking again."""
+    text = str(text)
+    if not text.strip():
+        raise OptionError(f"{option} needs at least one value")
     values = []
-    for part in str(text).split(","):
+    for part in text.split(","):
         part = part.strip()
         if not part:
-            continue
+            raise OptionError(f"{option}: empty value in {text!r}")
         try:
             value = int(part)
         except ValueError:
-            raise CaptureError(f"{option} expects integers separated by commas, got {text!r}") from None
+            raise OptionError(f"{option} expects integers separated by commas, got {text!r}") from None
         if value < minimum:
-            raise CaptureError(f"{option} values must be >= {minimum}, got {value}")
+            raise OptionError(f"{option} values must be >= {minimum}, got {value}")
         values.append(value)
-    if not values:
-        raise CaptureError(f"{option} needs at least one value")
     return values
 
 
 def load_plan(paths: Sequence[Path], ports: Iterable[int] | None = None) -> tuple[ReplayPlan, list[str]]:
-    """Decode the capture files and build their replay plan; returns the plan and the decode's warning lines."""
-    for p in paths:
-        if not Path(p).is_file():
-            raise CaptureError(f"{p}: no such file")
+    """Decode the capture files and build their replay plan; returns the plan and the decode's warning lines.
+
+    Missing, unreadable files and directories are the decoder's to judge, as for analyze and decode: each is a
+    counted warning while another file can be read, one CaptureError line when none can."""
     from fetchtool.capture.reader import CaptureError as Unreadable  # the decoder is another module's edge
     from fetchtool.decoder import decode_capture
 

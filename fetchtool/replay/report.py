@@ -46,6 +46,12 @@ def simulate_json(plan: ReplayPlan, captured: CapturedCounts, results: list[SimR
     }
 
 
+def _column(table: Table, header: str, justify: str = "left") -> None:
+    # fold, not rich's default ellipsis: on a narrow terminal a client id or an rtt cut to "2.…" says nothing;
+    # folded onto a second line it is still whole.
+    table.add_column(header, justify=justify, overflow="fold")
+
+
 def _errors_cell(t: Tally, code: int) -> str:
     n = t.errors.get(code, 0)
     return f"[red]{n}[/red]" if n else "0"
@@ -69,7 +75,7 @@ def _totals_table(title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("configuration", "requests", "sessions created", "evictions", "70", "71", "other errors",
                 "incremental", "request MB", "response MB"):
-        table.add_column(col, justify="left" if col == "configuration" else "right")
+        _column(table, col, justify="left" if col == "configuration" else "right")
     return table
 
 
@@ -91,12 +97,12 @@ def print_simulate(console: Console, plan: ReplayPlan, captured: CapturedCounts,
             console.print(bt)
     # Per client: the session errors side by side, worst first.
     ct = Table(title="Clients: errors 70/71 and sessions created (captured | each configuration)", title_justify="left")
-    ct.add_column("client")
-    ct.add_column("broker")
-    ct.add_column("behaviour")
-    ct.add_column("captured", justify="right")
+    _column(ct, "client")
+    _column(ct, "broker")
+    _column(ct, "behaviour")
+    _column(ct, "captured", justify="right")
     for r in results:
-        ct.add_column(f"slots={r.config.cache_slots}" + (f"/{r.config.cache_shards}" if r.config.cache_shards != 8 else "")
+        _column(ct, f"slots={r.config.cache_slots}" + (f"/{r.config.cache_shards}" if r.config.cache_shards != 8 else "")
                       + (f" {r.config.eviction_ms}ms" if r.config.eviction_ms != 120_000 else ""), justify="right")
 
     def cell(t: Tally) -> str:
@@ -168,7 +174,7 @@ def print_replay(console: Console, run, captured: CapturedCounts) -> None:
     table = Table(title="Totals: the capture and the replay", title_justify="left")
     for col in ("", "requests", "responses", "sessions", "70", "71", "other errors", "incremental", "request MB",
                 "response MB", "rtt p50 ms", "rtt p99 ms"):
-        table.add_column(col, justify="left" if not col else "right")
+        _column(table, col, justify="left" if not col else "right")
     cap = captured.totals
     table.add_row("captured", f"{cap.requests:,}", f"{cap.responses:,}", f"{cap.sessions_created:,}",
                   _errors_cell(cap, 70), _errors_cell(cap, 71), str(_other_errors(cap)),
@@ -181,22 +187,22 @@ def print_replay(console: Console, run, captured: CapturedCounts) -> None:
     table.add_row("replay", f"{live.requests:,}", f"{live.responses:,}", f"{live.sessions_created:,}",
                   _errors_cell(live, 70), _errors_cell(live, 71), str(_other_errors(live)),
                   f"{live.incremental_share:.0%}", _mb(live.request_bytes), _mb(live.response_bytes),
-                  str(rtt["p50"]), str(rtt["p99"]))
+                  _ms(rtt["p50"]), _ms(rtt["p99"]))
     console.print(table)
     ct = Table(title="Clients", title_justify="left")
     for col in ("client", "broker", "behaviour", "sent", "answered", "sessions", "errors (replay)",
                 "errors (captured)", "rtt p50/p99 ms"):
-        ct.add_column(col)
+        _column(ct, col)
     for c in doc["clients"][:30]:
         ct.add_row(f"{c['client']} ({c['client_id']})" if c["client_id"] else c["client"], c["broker"],
                    c["behaviour"], str(c["requests"]), str(c["responses"]), str(c["sessions_established"]),
                    _codes(c["errors"]), _codes(c["captured"]["errors"]),
-                   f"{c['rtt_ms']['p50']}/{c['rtt_ms']['p99']}")
+                   f"{_ms(c['rtt_ms']['p50'])}/{_ms(c['rtt_ms']['p99'])}")
     console.print(ct)
     if doc["divergence"]:
         dt = Table(title="Divergence from the capture", title_justify="left")
         for col in ("client", "broker", "error", "captured", "replay", ""):
-            dt.add_column(col)
+            _column(dt, col)
         for d in doc["divergence"][:30]:
             dt.add_row(d["client"], d["broker"], str(d["error"]), str(d["captured"]), str(d["replay"]),
                        "only in the capture" if d["direction"] == "captured_only" else "only in the replay")
@@ -205,6 +211,11 @@ def print_replay(console: Console, run, captured: CapturedCounts) -> None:
         console.print("No divergence: the replay got the same errors as the capture, client by client.")
     for note in doc["notes"]:
         console.print(f"note: {note}")
+
+
+def _ms(value: float | None) -> str:
+    """An rtt cell: '-' where nothing was measured (no response); JSON keeps null."""
+    return "-" if value is None else str(value)
 
 
 def _codes(errors: dict) -> str:
