@@ -27,7 +27,7 @@ from fetchtool.sessions.cache import FetchSessionCache
 from fetchtool.sessions.errors import SessionIdOutOfRange
 from fetchtool.sessions.metadata import MAX_INT
 
-from .tracker import SentRequest, TrackedBroker, TrackedSession
+from .tracker import LiveSessions, SentRequest, TrackedBroker, TrackedSession
 
 LATER = 4  # requests of the same session after a 71 kept as evidence
 
@@ -110,7 +110,7 @@ class NotFoundResolver:
         self.slots = cache_slots
         self.shards = cache_shards if cache_shards else (8 if cache_slots is not None else None)
         self._cache = FetchSessionCache(cache_slots, self.shards, record_events=False) if cache_slots is not None else None
-        self._peak: dict[str, int] = {}
+        self._live: dict[str, LiveSessions] = {}
 
     def cause(self, p: PendingError) -> Cause:
         s, ex = p.session, p.ex
@@ -186,8 +186,9 @@ class NotFoundResolver:
                                             f"session {n.session_id} was created at frame "
                                             f"{n.created_response_frame}", n)  # fmt: skip
             else:
-                peak = self._peak_of(s.broker)
-                live = self._certainly_live(s.broker, n.created_ts, exclude=s)
+                lives = self._lives(s.broker)
+                peak = lives.peak
+                live = lives.at(n.created_ts, exclude=s)
                 # A one-session 'limit' says nothing about the cache size: ask for --cache-slots instead.
                 if live >= peak >= 2:
                     return Cause("evicted", f"the broker's cache was at its observed limit of {peak} sessions when "
@@ -217,20 +218,9 @@ class NotFoundResolver:
             count += 1
         return count
 
-    def _certainly_live(self, broker: str, t: float, exclude: TrackedSession | None = None) -> int:
-        """Sessions created by `t` and used successfully at or after `t`: they were all in the cache at `t`."""
-        n = 0
-        for x in self.by_broker[broker]:
-            if x is exclude or x.last_success is None:
-                continue
-            created = x.created_ts if x.created_ts is not None else float("-inf")
-            if created <= t <= x.last_success.ts:
-                n += 1
-        return n
-
-    def _peak_of(self, broker: str) -> int:
-        """The most sessions the capture shows in this broker's cache at once: its inferred slot limit."""
-        if broker not in self._peak:
-            times = [x.created_ts for x in self.brokers[broker].created if x.created_ts is not None]
-            self._peak[broker] = max((self._certainly_live(broker, t) for t in times), default=0)
-        return self._peak[broker]
+    def _lives(self, broker: str) -> LiveSessions:
+        """When the broker's sessions were certainly in its cache; its peak is the inferred slot limit."""
+        lives = self._live.get(broker)
+        if lives is None:
+            lives = self._live[broker] = LiveSessions(self.by_broker[broker])
+        return lives

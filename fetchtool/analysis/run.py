@@ -109,7 +109,7 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
     capture = totals.capture_summary(seen_files, decode)
     return Analysis(
         capture=capture,
-        brokers=tuple(sorted(tracker.broker_summaries(cache_slots), key=lambda b: b.broker)),
+        brokers=tuple(sorted(tracker.broker_summaries(), key=lambda b: b.broker)),
         clients=tuple(sorted(tracker.client_summaries(), key=lambda c: (c.host, c.client_id or ""))),
         sessions=tuple(tracker.session_lives()),
         findings=tuple(findings),

@@ -11,7 +11,9 @@ so a session survives a reconnect, and a client may hold sessions on several bro
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter, deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -153,9 +155,52 @@ class TrackedClient:
         )  # fmt: skip
 
 
+class LiveSessions:
+    """When a broker's sessions were in its cache, as the capture shows it; ``at`` and ``peak`` count them.
+
+    ``proven``: only from a session's creation to its last successful request (the broker looked it up then),
+    the spans during which the capture proves it was cached. Otherwise until the capture shows it gone: a
+    closed session until its close, one found missing (70) until its last success (when it left is not on the
+    wire), one never seen to end until the end of the capture (an abandoned session stays cached).
+    """
+
+    def __init__(self, sessions: Iterable[TrackedSession], proven: bool = True) -> None:
+        self.proven = proven
+        spans = [span for span in map(self._span, sessions) if span is not None]
+        self._starts = sorted(start for start, _end, _closed in spans)
+        self._ends = sorted(end for _start, end, closed in spans if not closed)
+        self._closes = sorted(end for _start, end, closed in spans if closed)
+
+    def _span(self, s: TrackedSession) -> tuple[float, float, bool] | None:
+        """(start, end, closed): a closed session is gone AT its close (the request that closes a session
+        may create the next one at the same instant); any other is still there at its end."""
+        start = s.created_ts if s.created_ts is not None else float("-inf")
+        if not self.proven and s.end == ALIVE:
+            return start, float("inf"), False
+        if not self.proven and s.end == CLOSED and s.end_ts is not None:
+            return start, s.end_ts, True
+        if s.last_success is not None and s.last_success.ts is not None:
+            return start, s.last_success.ts, False
+        return None   # never seen in the cache (a session the capture first meets failing)
+
+    def at(self, t: float, exclude: TrackedSession | None = None) -> int:
+        """How many sessions were in the cache at ``t`` (not counting ``exclude``)."""
+        n = bisect_right(self._starts, t) - bisect_left(self._ends, t) - bisect_right(self._closes, t)
+        span = self._span(exclude) if exclude is not None else None
+        if span is not None and span[0] <= t and (t < span[1] if span[2] else t <= span[1]):
+            n -= 1
+        return n
+
+    @property
+    def peak(self) -> int:
+        """The most at once. The count only rises where a span starts, so the peak is at a start (or, for
+        sessions that all began before the capture, at the first end)."""
+        points = [t for t in self._starts if t != float("-inf")] + self._ends[:1] + self._closes[:1]
+        return max((self.at(t) for t in points), default=0)
+
+
 class TrackedBroker:
-    __slots__ = ("broker", "exchanges", "clients", "created", "sessions", "live", "max_live", "refused", "errors",
-                 "granted")  # fmt: skip
+    __slots__ = ("broker", "exchanges", "clients", "created", "sessions", "refused", "errors", "granted")
 
     def __init__(self, broker: str) -> None:
         self.broker = broker
@@ -163,19 +208,16 @@ class TrackedBroker:
         self.clients: set[tuple] = set()
         self.created: list[TrackedSession] = []  # sessions created in the capture, in creation order
         self.sessions: dict[int, TrackedSession] = {}  # latest session per id
-        self.live = 0
-        self.max_live = 0
         self.refused = 0
         self.errors: Counter = Counter()
         self.granted = False  # ever answered with a session id (created or incremental)
 
-    def summary(self, seen: int, cache_slots: int | None = None) -> BrokerSummary:
-        # A capture cannot see an eviction until the victim's next fetch fails, so an evicted session may still
-        # count as live; given the cache size, a broker never holds more than its slots.
-        live = self.max_live if cache_slots is None else min(self.max_live, cache_slots)
+    def summary(self, sessions: list[TrackedSession]) -> BrokerSummary:
+        """``sessions``: every session seen on this broker."""
         return BrokerSummary(
             broker=self.broker, exchanges=self.exchanges, clients=len(self.clients),
-            sessions_created=len(self.created), sessions_seen=seen, max_live_sessions=live,
+            sessions_created=len(self.created), sessions_seen=len(sessions),
+            max_live_sessions=LiveSessions(sessions, proven=False).peak,
             refused_creations=self.refused, errors={str(k): v for k, v in sorted(self.errors.items())},
         )  # fmt: skip
 
@@ -248,7 +290,7 @@ class SessionTracker:
             named = broker.sessions.get(meta.session_id)
             if named is not None and named.live:
                 how = "(id, -1)" if meta.epoch == FINAL_EPOCH else "(id, 0) (close and re-create)"
-                self._end(broker, named, CLOSED, f"closed by the client's {how} request", ex.request_frame, ex.ts)
+                self._end(named, CLOSED, f"closed by the client's {how} request", ex.request_frame, ex.ts)
                 named.closed_ts = ex.ts
             if named is not None:
                 self._step(named, ex, CLOSE if meta.epoch == FINAL_EPOCH else FULL, 0, 0)
@@ -275,7 +317,7 @@ class SessionTracker:
     def _create(self, ex, rsid, client, broker, ckey) -> TrackedSession:
         old = broker.sessions.get(rsid)
         if old is not None and old.live:  # an id reused: the old one must be gone
-            self._end(broker, old, LOST, "its id was issued again to a new session", ex.response_frame, ex.ts)
+            self._end(old, LOST, "its id was issued again to a new session", ex.response_frame, ex.ts)
         s = TrackedSession(broker.broker, rsid, ex, ckey)
         s.created_request_frame = ex.request_frame
         s.created_response_frame = ex.response_frame
@@ -294,8 +336,6 @@ class SessionTracker:
         broker.sessions[rsid] = s
         broker.created.append(s)
         broker.granted = True
-        broker.live += 1
-        broker.max_live = max(broker.max_live, broker.live)
         client.sessions[s.key] = None
         self.sessions.append(s)
         return s
@@ -310,8 +350,6 @@ class SessionTracker:
             s.before_capture = True
             s.uses_topic_ids = ex.api_version >= 13
             broker.sessions[sid] = s
-            broker.live += 1
-            broker.max_live = max(broker.max_live, broker.live)
             client.sessions[s.key] = None
             self.sessions.append(s)
         expected = s.expected_epoch
@@ -349,7 +387,7 @@ class SessionTracker:
             self._step(s, ex, INCREMENTAL, added, forgotten)
             if ex.response_session_id == 0 and s.live:
                 # The broker dropped the session because the request left it empty.
-                self._end(broker, s, CLOSED, "every partition was forgotten", ex.response_frame, ex.ts)
+                self._end(s, CLOSED, "every partition was forgotten", ex.response_frame, ex.ts)
         elif err is not None:
             s.errors += 1
             self._step(s, ex, INCREMENTAL, 0, 0)
@@ -358,7 +396,7 @@ class SessionTracker:
                     s.error_ts = ex.ts
                     s.error_conn_changed = conn_changed
                 if s.live:
-                    self._end(broker, s, LOST, "FETCH_SESSION_ID_NOT_FOUND", ex.response_frame, ex.ts)
+                    self._end(s, LOST, "FETCH_SESSION_ID_NOT_FOUND", ex.response_frame, ex.ts)
         return Observation(ex, INCREMENTAL, client, broker, s, None, expected, prev_success, prev_requests, False,
                            reconnected)  # fmt: skip
 
@@ -402,18 +440,18 @@ class SessionTracker:
         )
 
     @staticmethod
-    def _end(broker: TrackedBroker, s: TrackedSession, end: str, reason: str, frame, ts) -> None:
-        if s.live:
-            broker.live -= 1
+    def _end(s: TrackedSession, end: str, reason: str, frame, ts) -> None:
         s.end, s.end_reason, s.end_frame, s.end_ts = end, reason, frame, ts
 
     # -- results -------------------------------------------------------------------------------------------
     def client_summaries(self) -> list[ClientSummary]:
         return [c.summary() for c in self.clients.values()]
 
-    def broker_summaries(self, cache_slots: int | None = None) -> list[BrokerSummary]:
-        seen = Counter(s.broker for s in self.sessions)
-        return [b.summary(seen[b.broker], cache_slots) for b in self.brokers.values()]
+    def broker_summaries(self) -> list[BrokerSummary]:
+        by_broker: dict[str, list[TrackedSession]] = {b: [] for b in self.brokers}
+        for s in self.sessions:
+            by_broker[s.broker].append(s)
+        return [b.summary(by_broker[name]) for name, b in self.brokers.items()]
 
     def session_lives(self) -> list[SessionLife]:
         return [s.life() for s in self.sessions]

@@ -108,7 +108,7 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
     sessions = [(first_seen[id(s)], s.life()) for s in tracker.sessions]
     # per-stream models are not needed any more: do not ship them to the driver
     savings.streams, savings._by_session = {}, {}
-    return BrokerPart(broker, totals, tracker.broker_summaries(cache_slots), sessions, notes,
+    return BrokerPart(broker, totals, tracker.broker_summaries(), sessions, notes,
                       list(enumerate(findings)), savings, first_key or (), files)
 
 
