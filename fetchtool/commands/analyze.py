@@ -11,7 +11,7 @@ import typer
 from fetchtool.analysis import report_json, report_markdown, report_terminal
 from fetchtool.analysis.model import Analysis
 from fetchtool.analysis.run import analyze_capture
-from fetchtool.commands.output import bad_option, check_ports, emit, fail, report_console, warn
+from fetchtool.commands.output import bad_option, check_ports, check_positive, emit, fail, report_console, warn
 from fetchtool.protocol.report import warning_lines
 
 FORMATS = ("table", "json", "markdown")
@@ -24,10 +24,8 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
     from fetchtool.decoder import CaptureError
 
     check_ports(ports)
-    if cache_slots is not None and cache_slots < 0:
-        bad_option(f"--cache-slots must be >= 0, got {cache_slots}")
-    if cache_shards is not None and cache_shards < 1:
-        bad_option(f"--cache-shards must be >= 1, got {cache_shards}")
+    check_positive(cache_slots, "--cache-slots", 0, strict=False)
+    check_positive(cache_shards, "--cache-shards", 1, strict=False)
     paths = [str(p) for p in captures]
     try:
         if engine == "spark":  # the same analysis as Spark stages (fetchtool.pipeline.spark)
@@ -42,7 +40,7 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
             analysis = analyze_capture(paths, ports=ports or None, cache_slots=cache_slots,
                                        cache_shards=cache_shards, client=client, broker=broker)
     except CaptureError as exc:
-        fail(str(exc).splitlines()[0] if str(exc) else "the capture could not be read")
+        fail(str(exc) or "the capture could not be read")
     for line in warning_lines(analysis.capture.decode):
         warn(line)
     return analysis

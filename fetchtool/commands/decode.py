@@ -70,7 +70,7 @@ def main(
                 elif format is Format.table:
                     rows.append(item)
     except CaptureError as exc:
-        fail(str(exc).splitlines()[0])
+        fail(str(exc))
     except BrokenPipeError:
         # the reader went away (`fetchtool decode x | head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -100,7 +100,7 @@ def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | No
     try:
         rep = decode_spark([str(p) for p in captures], str(out), master=master, ports=ports or None)
     except (SparkUnavailable, CaptureError) as exc:
-        fail(str(exc).splitlines()[0])
+        fail(str(exc))
     for line in rep.lines():
         err.print(line, highlight=False, markup=False)
     err.print(f"wrote {rep.exchanges_written:,} exchanges and {rep.partitions_written:,} partition rows to {out}/ "

@@ -20,8 +20,8 @@ FILE_WIDTH = 200
 
 def fail(message: str, code: int = 1) -> NoReturn:
     # typer.echo, not rich: a message must stay one line (rich wraps at the terminal width) and a '[' in a file
-    # name must not be taken for markup.
-    typer.echo(f"error: {message}", err=True)
+    # name must not be taken for markup. An exception's text is cut to its first line here, once for all callers.
+    typer.echo(f"error: {message.splitlines()[0] if message else message}", err=True)
     raise typer.Exit(code)
 
 

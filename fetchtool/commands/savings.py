@@ -43,7 +43,7 @@ def main(
                 if row is not None and format == "jsonl":
                     lines.append(json.dumps(row.to_json()))
     except CaptureError as exc:
-        fail(str(exc).splitlines()[0] if str(exc) else "the capture could not be read")
+        fail(str(exc) or "the capture could not be read")
     for line in run.report.warning_lines():
         warn(line)
     result = est.result().to_json()
