@@ -87,7 +87,7 @@ def accuracy() -> None:
         plan = schedule(rounds=30, partitions=partitions, changes_per_round=changes)
         with tempfile.TemporaryDirectory() as d:
             pcap = Path(d) / "plain.pcap"
-            plain = run_workload("orders", partitions, plan, sessions=False, pcap_path=pcap)
+            run_workload("orders", partitions, plan, sessions=False, pcap_path=pcap)  # writes the capture
             sess = run_workload("orders", partitions, plan, sessions=True)
             tot = estimate(decode_capture([pcap])).to_json()["total"]
         est = tot["incremental_request_bytes"] + tot["incremental_response_bytes"]

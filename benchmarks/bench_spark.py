@@ -19,7 +19,6 @@ import os
 import resource
 import sys
 import time
-from pathlib import Path
 
 
 def main() -> None:

@@ -22,7 +22,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import pytest

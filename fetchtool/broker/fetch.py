@@ -182,7 +182,7 @@ class FetchService:
         return self._respond(pending.request, pending.client, pending.context, outcome, records)
 
     def _respond(self, request: Request, client: str, context, outcome, records) -> typing.Any:
-        body, version = request.body, request.api_version
+        body = request.body
         m = response_module(body)
         read_committed = int(getattr(body, "isolation_level", 0)) == 1
         topics: list[tuple[TopicIdPartition, list]] = []

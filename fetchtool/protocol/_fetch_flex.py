@@ -19,7 +19,7 @@ from struct import Struct
 from kio.schema.errors import ErrorCode
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
-from .codec import FetchRequestBody, FetchResponseBody
+from .codec import ZERO_UUID, FetchRequestBody, FetchResponseBody
 from .records import summarize
 
 
@@ -29,9 +29,7 @@ class Unhandled(Exception):
 
 _KNOWN_ERRORS = frozenset(int(e) for e in ErrorCode)
 _ZERO_ID = bytes(16)
-_ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 _new = tuple.__new__
-_NO_SNAPSHOT = (-1, -1)
 
 _REQ_HEAD_14 = Struct(">iiiibii")  # replica id, max wait, min bytes, max bytes, isolation, session id, epoch
 _REQ_HEAD_15 = Struct(">iiibii")  # v15+: the replica id moved into the ReplicaState tagged field
@@ -85,7 +83,7 @@ class _TopicIds(dict):
     """16 wire bytes -> the UUID string (a topic's id repeats in every request of a session)."""
 
     def __missing__(self, raw: bytes) -> str:
-        s = self[raw] = _ZERO_UUID if raw == _ZERO_ID else str(uuid.UUID(bytes=raw))
+        s = self[raw] = ZERO_UUID if raw == _ZERO_ID else str(uuid.UUID(bytes=raw))
         return s
 
 

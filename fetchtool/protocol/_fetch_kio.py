@@ -7,7 +7,6 @@ lookups, no per-field helper calls, records summarised straight from the blob ki
 from __future__ import annotations
 
 import datetime
-import uuid
 from operator import attrgetter
 
 from kio.schema.errors import ErrorCode

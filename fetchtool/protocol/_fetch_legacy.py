@@ -12,22 +12,15 @@ from kafka.protocol.consumer.fetch import FetchRequest as KpFetchRequest
 from kafka.protocol.consumer.fetch import FetchResponse as KpFetchResponse
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
-from ._fetch_kio import _runs, request_partition_fields
+from ._fetch_kio import _runs, _topic_key, request_partition_fields
 from .codec import INT32_MAX, ZERO_UUID, FetchRequestBody, FetchResponseBody
 from .records import EMPTY, summarize
-
-
-def _key(t, version: int, names):
-    if version >= 13:
-        tid = ZERO_UUID if t.topic_id is None else str(t.topic_id)
-        return (names.get(tid) if names else None), tid
-    return t.topic, None
 
 
 def request_from_kp(v, version: int, names=None) -> FetchRequestBody:
     rows = []
     for t in v.topics:
-        name, tid = _key(t, version, names)
+        name, tid = _topic_key(t, version, names)
         for p in t.partitions:
             rows.append(RequestPartition(
                 name, tid, p.partition, p.fetch_offset, p.partition_max_bytes,
@@ -36,7 +29,7 @@ def request_from_kp(v, version: int, names=None) -> FetchRequestBody:
             ))
     forgotten = []
     for t in (v.forgotten_topics_data or ()) if version >= 7 else ():
-        name, tid = _key(t, version, names)
+        name, tid = _topic_key(t, version, names)
         forgotten.extend(ForgottenPartition(name, tid, p) for p in t.partitions)
     if version >= 15:
         rs = v.replica_state
@@ -56,7 +49,7 @@ def response_from_kp(v, version: int, keep_records: bool, names=None) -> FetchRe
     rows = []
     blobs = [] if keep_records else None
     for t in v.responses:
-        name, tid = _key(t, version, names)
+        name, tid = _topic_key(t, version, names)
         for p in t.partitions:
             recs = p.records
             s = summarize(recs) if recs else EMPTY

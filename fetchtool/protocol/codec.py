@@ -21,7 +21,6 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32Timedelta
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
-from . import records as _records
 from .headers import API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
@@ -159,14 +158,6 @@ def _kp_decode(kind: str, version: int, body):
 
 
 # -- public interface ---------------------------------------------------------------------------------------
-def decodes_request(api_key: int, version: int) -> bool:
-    if api_key == FETCH:
-        return 0 <= version <= 18
-    if api_key == FETCH_SNAPSHOT:
-        return 0 <= version <= 1
-    return api_key == API_VERSIONS and 3 <= version <= 4
-
-
 def decodes_response(api_key: int, version: int) -> bool:
     if api_key == FETCH:
         return 0 <= version <= 18
@@ -295,6 +286,3 @@ def encode_response(api_key: int, version: int, body) -> bytes:
         return _kio_write(api_key, version, "response", value)
     raise UnsupportedApi(f"cannot encode response api key {api_key} v{version}")
 
-
-def summarize_records(blob) -> _records.RecordsSummary:
-    return _records.summarize(blob)

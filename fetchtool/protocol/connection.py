@@ -73,7 +73,6 @@ class KafkaConnection:
         self._client_s = self._broker_s = ""
         self._held: list[StreamData | StreamGap] = []  # events seen while detecting
         self._prefix: dict[Endpoint, bytearray] = {}
-        self._gapped: set[Endpoint] = set()
         self._pending: deque[_Pending] = deque()
         self._pending_ids: dict[int, int] = {}  # correlation id -> pending count
         self._software: str | None = None
@@ -88,9 +87,7 @@ class KafkaConnection:
         if state == "ignored":
             return []
         self._held.append(ev)  # still detecting which side is the broker
-        if isinstance(ev, StreamGap):
-            self._gapped.add(ev.src)
-        else:
+        if not isinstance(ev, StreamGap):
             p = self._prefix.setdefault(ev.src, bytearray())
             if len(p) < DETECT_LIMIT:
                 p += ev.data[: DETECT_LIMIT - len(p)]

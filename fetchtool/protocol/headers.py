@@ -164,10 +164,6 @@ def response_body_offset(payload, api_key: int, version: int) -> int:
     return _skip_tagged_fields(payload, 4)
 
 
-def correlation_id_of(payload) -> int:
-    return _I32.unpack_from(payload, 0)[0]
-
-
 def plausible_request_start(buf, pos: int, max_size: int) -> bool | None:
     """Could a request frame (with its size prefix) start at buf[pos]? None: not enough bytes to tell."""
     if len(buf) - pos < 14:

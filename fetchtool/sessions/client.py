@@ -14,7 +14,7 @@ from typing import Iterable, TypeVar
 from . import errors
 from .errors import BuilderAlreadyBuilt
 from .metadata import INVALID_SESSION_ID, FetchMetadata
-from .partitions import ZERO_UUID, PartitionData, TopicIdPartition, TopicPartition
+from .partitions import PartitionData, TopicIdPartition, TopicPartition
 
 LATEST_FETCH_VERSION = 17          # at the reference commit (Kafka 3.9/4.0); 4.x adds v18
 MAX_VERSION_WITHOUT_TOPIC_IDS = 12

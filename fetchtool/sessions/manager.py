@@ -13,7 +13,7 @@ from typing import Iterable, Mapping
 
 from . import errors
 from .cache import FetchSessionCache
-from .metadata import FINAL_EPOCH, INVALID_SESSION_ID, MAX_INT, FetchMetadata, next_epoch
+from .metadata import FINAL_EPOCH, INVALID_SESSION_ID, MAX_INT, FetchMetadata
 from .partitions import PartitionData, PartitionResult, TopicIdPartition
 from .session import CachedPartition, FetchSession
 

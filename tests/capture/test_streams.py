@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from fetchtool.capture.events import PSH, ACK
 from fetchtool.capture.packets import CaptureStats
 from fetchtool.capture.reader import CaptureError
 from fetchtool.capture.streams import stream_events_here, stream_events_in_child

@@ -2,7 +2,7 @@
 
 import uuid
 
-from kafka_wire import BROKER, CLIENT, Link, fetch_request, fetch_response, request_frame, response_frame
+from kafka_wire import CLIENT, Link, fetch_request, fetch_response, request_frame, response_frame
 
 from fetchtool.capture.events import Endpoint
 from fetchtool.decoder import decode_events
