@@ -62,11 +62,7 @@ class DecodeRun:
                 errors.append(msg)
                 self.report.warn("unreadable_file", msg)
             finally:
-                self.report.packets += stats.packets
-                self.report.bytes += stats.bytes
-                for text, n in stats.warnings.items():
-                    self.report.warnings[text] += n
-                    self.report.warning_examples.setdefault(text, [text])
+                self.report.add_capture(stats)
         if not read_any and errors:
             raise CaptureError(errors[0] if len(errors) == 1 else f"{errors[0]} (and {len(errors) - 1} more)")
 
@@ -93,8 +89,6 @@ def decode_events(
                         lambda key: heapq.heappush(pending, key))
     conns: dict[int, KafkaConnection] = {}
     detecting: set[KafkaConnection] = set()  # connections still holding events back
-    ids: dict[int, int] = {}  # reassembler conn id -> run-wide conn id
-    next_id = _next_conn_id(report)
 
     def push(items: list) -> None:
         nonlocal seq
@@ -138,10 +132,9 @@ def decode_events(
             continue
         c = conns.get(ev.conn)
         if c is None:
-            ids[ev.conn] = cid = next(next_id)
-            c = conns[ev.conn] = KafkaConnection(cid, ctx)
+            report.connections += 1   # ids are unique within a decode run, across files: the count so far
+            c = conns[ev.conn] = KafkaConnection(report.connections, ctx)
             detecting.add(c)
-            report.connections += 1
         if kind is StreamGap:
             report.gaps += 1
             report.lost_bytes += ev.lost_bytes
@@ -154,10 +147,3 @@ def decode_events(
     conns.clear()
     yield from drain(True)
 
-
-def _next_conn_id(report: DecodeReport):
-    # Connection ids are unique within a decode run, across files.
-    n = report.connections
-    while True:
-        n += 1
-        yield n

@@ -44,6 +44,15 @@ class CaptureStats:
     skipped_non_tcp: int = 0  # not IP, or IP but not TCP
     warnings: Counter = field(default_factory=Counter)  # one-line warning text -> count
 
+    def merge(self, other: CaptureStats) -> None:
+        """Add another reading's counts (the forked reader's, or another file's)."""
+        self.files += other.files
+        self.packets += other.packets
+        self.bytes += other.bytes
+        self.tcp_segments += other.tcp_segments
+        self.skipped_non_tcp += other.skipped_non_tcp
+        self.warnings.update(other.warnings)
+
     @property
     def decoded_any(self) -> bool:
         """Whether any packet was decoded down to TCP or recognised as other traffic (frames all of an

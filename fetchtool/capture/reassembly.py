@@ -200,9 +200,8 @@ class TcpReassembler:
             self._insert(half, end, end + seg.truncated, None)
         if half.ooo[0][0] <= half.next_off:
             self._release(half, half.next_off, seg, out)
-        acked = half.ack_offset()
-        if acked is not None and acked > half.next_off and half.ooo:
-            self._release(half, min(acked, half.ooo[-1][1]), seg, out)
+        if half.ooo:
+            self._ack_evidence(half, seg, out)
         while half.ooo_bytes > self.max_buffered:
             self._release(half, half.ooo[0][0], seg, out)
 

@@ -200,7 +200,7 @@ def _receive(pipe, stats: CaptureStats, path) -> Iterator[StreamEvent]:
                     pos += n
             file.release(at)  # the batch's last reference (-1 when it had none: nothing to release yet)
     child_stats, error = pickle.loads(read(nbytes))
-    _merge(stats, child_stats)
+    stats.merge(child_stats)
     if error is None:
         return
     if error[0] == "capture":
@@ -234,15 +234,6 @@ class _Mapped:
         except BufferError:
             pass  # events still alive hold views: the map goes when the last of them does
         self._fh.close()
-
-
-def _merge(stats: CaptureStats, child: CaptureStats) -> None:
-    stats.files += child.files
-    stats.packets += child.packets
-    stats.bytes += child.bytes
-    stats.tcp_segments += child.tcp_segments
-    stats.skipped_non_tcp += child.skipped_non_tcp
-    stats.warnings.update(child.warnings)
 
 
 def _reap(pid: int) -> None:

@@ -167,7 +167,7 @@ class _Decoded:
                  for _t, idx, packets, nbytes, segments, other, warnings, error in (r for r in small if r[0] == "stats")}
         seen = {idx for idx, _e, _n in errors}
         errors.extend((idx, error, fs.packets) for idx, (fs, error) in stats.items() if error and idx not in seen)
-        self.report = _report(names, small, errors)
+        self.report = _report(names, small, stats, errors)
         self.last_ts = max((r[2] for r in small if r[0] == "report" and r[2] is not None), default=None)
         # A file is read as fetchtool.decoder.DecodeRun decides: a packet of it decoded, or a clean empty capture.
         failed = {idx for idx, _e, _n in errors}
@@ -193,28 +193,16 @@ class _Decoded:
             rdd.unpersist()
 
 
-def _report(names: list[str], small: list, errors: list) -> DecodeReport:
+def _report(names: list[str], small: list, stats: dict[int, tuple[CaptureStats, str | None]],
+            errors: list) -> DecodeReport:
     """One DecodeReport from the per-file capture statistics and the per-partition protocol counters."""
     rep = DecodeReport(files=list(names))
     for _idx, msg, _n in errors:
         rep.warn("unreadable_file", msg)
-    for _t, _idx, packets, nbytes, _segments, _other, warnings, _error in sorted(r for r in small if r[0] == "stats"):
-        rep.packets += packets
-        rep.bytes += nbytes
-        for text, k in warnings.items():
-            rep.warnings[text] += k
-            rep.warning_examples.setdefault(text, [text])
+    for idx in sorted(stats):
+        rep.add_capture(stats[idx][0])
     for _t, part, _last in (r for r in small if r[0] == "report"):
-        for name in ("connections", "kafka_connections", "exchanges", "responses_missing", "orphan_responses",
-                     "gaps", "lost_bytes", "skipped_bytes"):
-            setattr(rep, name, getattr(rep, name) + getattr(part, name))
-        rep.requests.update(part.requests)
-        for code, k in part.warnings.items():
-            rep.warnings[code] += k
-            ex = rep.warning_examples.setdefault(code, [])
-            ex.extend(part.warning_examples.get(code, [])[: max(0, 3 - len(ex))])
-        rep.client_software.update(part.client_software)
-        rep.topic_names.update(part.topic_names)
+        rep.merge(part)
     return rep
 
 
@@ -261,13 +249,13 @@ def decode_spark(paths, out_dir: str, *, master: str | None = None, ports=None, 
     """Write <out_dir>/exchanges.parquet and <out_dir>/partitions.parquet (Spark Parquet datasets: directories)."""
     from fetchtool.exchange import Exchange
 
-    from .tables import EXCHANGE_SCHEMA, PARTITION_SCHEMA
+    from .tables import EXCHANGE_SCHEMA, PARTITION_SCHEMA, exchange_row
 
     spark = spark or spark_session(master)
     d = _Decoded(spark, paths, ports)
     exchanges = d.items.map(lambda bki: bki[2]).filter(lambda it: isinstance(it, Exchange))
     ex_cols, part_cols = list(EXCHANGE_SCHEMA), list(PARTITION_SCHEMA)
-    ex_rows = exchanges.map(lambda ex: _exchange_row(ex, ex_cols))
+    ex_rows = exchanges.map(lambda ex: tuple(exchange_row(ex).get(c) for c in ex_cols))
     part_rows = exchanges.flatMap(lambda ex: _partition_rows(ex, part_cols))
     out = str(out_dir).rstrip("/")
     for name, rows, schema, order in (
@@ -280,11 +268,6 @@ def decode_spark(paths, out_dir: str, *, master: str | None = None, ports=None, 
     rep.partitions_written = spark.read.parquet(f"{out}/partitions.parquet").count()
     d.release()
     return rep
-
-
-def _exchange_row(ex, cols: list[str]) -> tuple:
-    row = ex.to_json_row() | {"conn": ex.conn, "client_software": ex.client_software, "rack_id": ex.rack_id}
-    return tuple(row.get(c) for c in cols)
 
 
 def _partition_rows(ex, cols: list[str]):

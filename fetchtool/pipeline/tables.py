@@ -76,11 +76,15 @@ _RESPONSE_SCHEMA = _fields_schema(ResponsePartition._fields)
 PARTITION_SCHEMA: dict[str, pl.DataType] = {**_KEY_SCHEMA, **_REQUEST_SCHEMA, **_RESPONSE_SCHEMA}
 
 
+def exchange_row(ex: Exchange) -> dict:
+    """One row of the exchanges table (both engines): the JSONL row plus the connection id and rack id."""
+    return ex.to_json_row() | {"conn": ex.conn, "rack_id": ex.rack_id}
+
+
 def exchanges_frame(exchanges: list[Exchange]) -> pl.DataFrame:
     if not exchanges:
         return pl.DataFrame(schema=EXCHANGE_SCHEMA)
-    rows = [ex.to_json_row() | {"conn": ex.conn, "client_software": ex.client_software, "rack_id": ex.rack_id}
-            for ex in exchanges]
+    rows = [exchange_row(ex) for ex in exchanges]
     return pl.DataFrame([pl.Series(c, [r[c] for r in rows], dtype=t) for c, t in EXCHANGE_SCHEMA.items()])
 
 

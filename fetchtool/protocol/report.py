@@ -35,6 +35,28 @@ class DecodeReport:
         if len(examples) < EXAMPLES_PER_WARNING:
             examples.append(message)
 
+    def add_capture(self, stats) -> None:
+        """Count one file's capture.packets.CaptureStats: its packets, bytes and capture-layer warnings (a
+        capture warning is its own text, so it is its own example)."""
+        self.packets += stats.packets
+        self.bytes += stats.bytes
+        for text, n in stats.warnings.items():
+            self.warnings[text] += n
+            self.warning_examples.setdefault(text, [text])
+
+    def merge(self, other: DecodeReport) -> None:
+        """Add another part's counts (the Spark engine's per-partition reports); files are the caller's."""
+        for name in ("packets", "bytes", "connections", "kafka_connections", "exchanges", "responses_missing",
+                     "orphan_responses", "gaps", "lost_bytes", "skipped_bytes"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.requests.update(other.requests)
+        for code, n in other.warnings.items():
+            self.warnings[code] += n
+            examples = self.warning_examples.setdefault(code, [])
+            examples.extend(other.warning_examples.get(code, [])[: max(0, EXAMPLES_PER_WARNING - len(examples))])
+        self.client_software.update(other.client_software)
+        self.topic_names.update(other.topic_names)
+
     @property
     def other_apis(self) -> dict[tuple[int, int], int]:
         """Requests of every API except Fetch (1) and FetchSnapshot (59), by (api key, version)."""
