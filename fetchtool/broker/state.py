@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from fetchtool.broker.logs import Topic, TopicMap
+from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,9 +17,9 @@ class BrokerConfig:
     port: int = 9092
     node_id: int = 0
     cluster_id: str = "fetchtool"
-    cache_slots: int = 1000
-    cache_shards: int = 8
-    eviction_ms: int = 120_000
+    cache_slots: int = DEFAULT_MAX_SLOTS
+    cache_shards: int = DEFAULT_SHARDS
+    eviction_ms: int = DEFAULT_EVICTION_MS
     auto_create_partitions: int = 1  # Kafka's auto.create.topics.enable + num.partitions; 0 disables
     fetch_max_bytes: int = 57_671_680  # Kafka's fetch.max.bytes default (55 MiB)
     max_frame_bytes: int = 104_857_600  # Kafka's socket.request.max.bytes default (100 MiB)

@@ -32,6 +32,7 @@ from fetchtool.broker.admin import serve_admin
 from fetchtool.broker.server import Broker
 from fetchtool.broker.state import BrokerConfig
 from fetchtool.commands.output import bad_option, check_port, check_positive, fail, warn
+from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
 
 # Kafka accepts socket.request.max.bytes >= 1, but every client opens with ApiVersions and Metadata requests
 # of tens to hundreds of bytes (client id, software name, topic list): below 1 KiB the broker would refuse
@@ -95,9 +96,9 @@ def _check_options(port: int, admin_port: int | None, cache_slots: int, cache_sh
 def main(
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on."),
     port: int = typer.Option(9092, "--port", help="port to listen on; 0 picks a free port."),
-    cache_slots: int = typer.Option(1000, "--cache-slots", help="max.incremental.fetch.session.cache.slots."),
-    cache_shards: int = typer.Option(8, "--cache-shards", help="session cache shards (8 since Kafka 3.8, 1 before)."),
-    eviction_ms: int = typer.Option(120_000, "--eviction-ms", help="session eviction time (Kafka: 120000)."),
+    cache_slots: int = typer.Option(DEFAULT_MAX_SLOTS, "--cache-slots", help="max.incremental.fetch.session.cache.slots."),
+    cache_shards: int = typer.Option(DEFAULT_SHARDS, "--cache-shards", help="session cache shards (8 since Kafka 3.8, 1 before)."),
+    eviction_ms: int = typer.Option(DEFAULT_EVICTION_MS, "--eviction-ms", help="session eviction time (Kafka: 120000)."),
     topic: list[str] = typer.Option(None, "--topic", help="NAME:PARTITIONS to create at start; repeatable."),
     auto_create_partitions: int = typer.Option(1, "--auto-create-partitions",
                                                help="partitions for topics auto-created by Metadata; 0 disables."),

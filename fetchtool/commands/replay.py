@@ -22,7 +22,8 @@ from fetchtool.commands.output import (bad_option, check_ports, check_positive, 
 from fetchtool.replay.clients import SESSION_MODES
 from fetchtool.replay.driver import ReplayError, ReplayOptions, ReplayRun, parse_broker, replay
 from fetchtool.replay.report import plan_summary_lines, print_replay, replay_json
-from fetchtool.replay.simulate import DEFAULT_EVICTION_MS, DEFAULT_SHARDS, DEFAULT_SLOTS, SimConfig
+from fetchtool.replay.simulate import SimConfig
+from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
 from fetchtool.replay.tally import captured_counts
 
 
@@ -30,7 +31,7 @@ def main(
     capture: list[Path] = typer.Argument(..., help="pcap/pcapng file(s) with Kafka Fetch traffic."),
     broker: str = typer.Option(None, "--broker", help="HOST:PORT of the broker to replay against "
                                "(default: an embedded fetchtool broker)."),
-    cache_slots: int = typer.Option(DEFAULT_SLOTS, "--cache-slots", help="embedded broker: cache slots."),
+    cache_slots: int = typer.Option(DEFAULT_MAX_SLOTS, "--cache-slots", help="embedded broker: cache slots."),
     cache_shards: int = typer.Option(DEFAULT_SHARDS, "--cache-shards", help="embedded broker: cache shards."),
     eviction_ms: int = typer.Option(DEFAULT_EVICTION_MS, "--eviction-ms", help="embedded broker: eviction ms."),
     speed: float = typer.Option(1.0, "--speed", help="replay this many times faster than captured."),

@@ -17,13 +17,14 @@ from fetchtool.commands.output import bad_option, check_ports, plan_or_fail, rep
 from fetchtool.replay.clients import SESSION_MODES
 from fetchtool.replay.loading import OptionError, parse_int_list
 from fetchtool.replay.report import print_simulate, simulate_json
-from fetchtool.replay.simulate import DEFAULT_EVICTION_MS, DEFAULT_SHARDS, DEFAULT_SLOTS, SimConfig, simulate_many
+from fetchtool.replay.simulate import SimConfig, simulate_many
+from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
 from fetchtool.replay.tally import captured_counts
 
 
 def main(
     capture: list[Path] = typer.Argument(..., help="pcap/pcapng file(s) with Kafka Fetch traffic."),
-    cache_slots: str = typer.Option(str(DEFAULT_SLOTS), "--cache-slots",
+    cache_slots: str = typer.Option(str(DEFAULT_MAX_SLOTS), "--cache-slots",
                                     help="max.incremental.fetch.session.cache.slots; comma-separated to compare."),
     cache_shards: str = typer.Option(str(DEFAULT_SHARDS), "--cache-shards",
                                      help="cache shards (8 since Kafka 3.8, 1 before); comma-separated to compare."),

@@ -8,6 +8,7 @@ from rich.table import Table
 from fetchtool.replay.plan import ReplayPlan
 from fetchtool.replay.simulate import SimResult
 from fetchtool.replay.tally import CapturedCounts, Tally
+from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_SHARDS
 
 SESSION_ERRORS = (70, 71, 106)
 
@@ -102,8 +103,8 @@ def print_simulate(console: Console, plan: ReplayPlan, captured: CapturedCounts,
     _column(ct, "behaviour")
     _column(ct, "captured", justify="right")
     for r in results:
-        _column(ct, f"slots={r.config.cache_slots}" + (f"/{r.config.cache_shards}" if r.config.cache_shards != 8 else "")
-                      + (f" {r.config.eviction_ms}ms" if r.config.eviction_ms != 120_000 else ""), justify="right")
+        _column(ct, f"slots={r.config.cache_slots}" + (f"/{r.config.cache_shards}" if r.config.cache_shards != DEFAULT_SHARDS else "")
+                      + (f" {r.config.eviction_ms}ms" if r.config.eviction_ms != DEFAULT_EVICTION_MS else ""), justify="right")
 
     def cell(t: Tally) -> str:
         return f"{t.errors.get(70, 0)}/{t.errors.get(71, 0)} new {t.sessions_created}"

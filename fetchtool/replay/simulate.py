@@ -24,21 +24,19 @@ from dataclasses import dataclass, field
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel
 from fetchtool.replay.plan import REQUEST, ReplayPlan
 from fetchtool.replay.tally import Tally
-from fetchtool.sessions.cache import FetchSessionCache, SessionEvicted
+from fetchtool.sessions.cache import (DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS, FetchSessionCache,
+                                      SessionEvicted)
 from fetchtool.sessions.manager import FetchManager
 from fetchtool.sessions.partitions import PartitionResult
 
 _NO_DATA = PartitionResult()  # a partition the capture never showed: nothing read
 _EMPTY: dict = {}
 
-DEFAULT_SLOTS = 1000
-DEFAULT_SHARDS = 8
-DEFAULT_EVICTION_MS = 120_000
 
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
-    cache_slots: int = DEFAULT_SLOTS
+    cache_slots: int = DEFAULT_MAX_SLOTS
     cache_shards: int = DEFAULT_SHARDS
     eviction_ms: int = DEFAULT_EVICTION_MS
 

@@ -43,7 +43,7 @@ class SessionCreated:
 class SessionEvicted:
     """A session pushed out to make room. ``reason``: "stale" (LRU entry unused > eviction_ms), "smaller"
     (the newcomer has more partitions) or "privileged" (a follower session displaced a consumer session).
-    ``evicted_by`` is the new session's id (0 when try_evict was called on its own)."""
+    ``evicted_by`` is the new session's id."""
 
     session_id: int
     now_ms: int
@@ -86,17 +86,14 @@ class EvictionMeter:
 class _EventLog:
     """Bounded event buffer: a caller that never drains cannot make a long-running broker grow without end."""
 
-    __slots__ = ("events", "dropped", "enabled")
+    __slots__ = ("events", "enabled")
 
     def __init__(self, max_events: int = DEFAULT_MAX_EVENTS, enabled: bool = True) -> None:
         self.events: deque[SessionEvent] = deque(maxlen=max_events)
-        self.dropped = 0
         self.enabled = enabled
 
     def append(self, event: SessionEvent) -> None:
         if self.enabled:
-            if len(self.events) == self.events.maxlen:
-                self.dropped += 1
             self.events.append(event)
 
     def drain(self) -> list[SessionEvent]:
@@ -184,22 +181,13 @@ class FetchSessionCacheShard:
             return session.id
         return INVALID_SESSION_ID
 
-    def try_evict(self, privileged: bool, key: tuple[bool, int, int], now_ms: int) -> bool:
-        """Try to evict one entry for a newcomer with EvictableKey ``key``; True if one was evicted.
+    def _try_evict(self, privileged: bool, key: tuple, now_ms: int) -> tuple[FetchSession, str] | None:
+        """Evict one entry for a newcomer with EvictableKey ``key``: (victim, reason), or None.
 
         A new entry A may evict B if A is privileged and B is not, or B is stale (unused > eviction_ms), or A
         has more partitions than B and B was not recently created. Only the single LRU entry is tested for
         staleness, and only the single least valuable evictable entry otherwise.
         """
-        evicted = self._try_evict(privileged, tuple(key), now_ms)
-        if evicted is None:
-            return False
-        victim, reason = evicted
-        self._events.append(SessionEvicted(victim.id, now_ms, victim.privileged, victim.cached_size, reason, 0,
-                                           self.shard_num))
-        return True
-
-    def _try_evict(self, privileged: bool, key: tuple, now_ms: int) -> tuple[FetchSession, str] | None:
         lru = self._first_last_used()
         if lru is None:
             return None
@@ -328,7 +316,6 @@ class FetchSessionCache:
             raise ValueError("a fetch session cache needs at least one shard")
         if max_slots < 0:
             raise ValueError("max_slots must be >= 0")
-        self.max_slots = max_slots
         self.eviction_ms = eviction_ms
         self.rng = rng if rng is not None else random.Random(0)
         self.session_id_range = MAX_INT // shards
@@ -398,8 +385,3 @@ class FetchSessionCache:
     def drain_events(self) -> list[SessionEvent]:
         """Every creation, eviction and removal since the last drain, in order."""
         return self._events.drain()
-
-    @property
-    def events_dropped(self) -> int:
-        """Events lost because the buffer (max_events) was full when nobody drained it."""
-        return self._events.dropped

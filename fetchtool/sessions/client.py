@@ -118,22 +118,6 @@ class Builder:
         else:
             self._topic_names.setdefault(data.topic_id, tp.topic)
 
-    def add_all(self, partitions: Iterable[tuple[TopicPartition, PartitionData]]) -> None:
-        """``add`` for each (partition, data) pair, in order."""
-        nxt = self._next
-        if nxt is None:
-            raise BuilderAlreadyBuilt("add() after build()")
-        names = self._topic_names
-        without = 0
-        for tp, data in partitions:
-            nxt[tp] = data
-            tid = data.topic_id
-            if tid.int == 0:
-                without += 1
-            elif tid not in names:
-                names[tid] = tp.topic
-        self._partitions_without_topic_ids += without
-
     def build(self) -> FetchRequestData:
         nxt = self._next
         if nxt is None:
@@ -161,12 +145,9 @@ def _build(h: FetchSessionHandler, nxt: dict[TopicPartition, PartitionData], top
         # altered, replaced, removed or added, and leave the session as it is.
         nxt.clear()
         h.session_topic_names = topic_names if can_use_topic_ids else {}
-        h.last_build = ([], [], [], [])
         session_view = dict(session) if copy_session_partitions else session
         return FetchRequestData(nxt, [], [], session_view, h.next_metadata, can_use_topic_ids)
-    added: list[TopicIdPartition] = []
     removed: list[TopicIdPartition] = []
-    altered: list[TopicIdPartition] = []
     replaced: list[TopicIdPartition] = []
     for tp, prev in list(session.items()):
         new = nxt.pop(tp, None)
@@ -182,7 +163,6 @@ def _build(h: FetchSessionHandler, nxt: dict[TopicPartition, PartitionData], top
             elif prev != new:
                 nxt[tp] = new                     # re-added at the end of next
                 session[tp] = new
-                altered.append(TopicIdPartition(new.topic_id, tp.topic, tp.partition))
         else:
             del session[tp]
             removed.append(TopicIdPartition(prev.topic_id, tp.topic, tp.partition))
@@ -193,9 +173,7 @@ def _build(h: FetchSessionHandler, nxt: dict[TopicPartition, PartitionData], top
             # Everything after this point was moved to the end of next by the loop above.
             break
         session[tp] = new
-        added.append(TopicIdPartition(new.topic_id, tp.topic, tp.partition))
     h.session_topic_names = topic_names if can_use_topic_ids else {}
-    h.last_build = (added, altered, removed, replaced)
     session_view = dict(session) if copy_session_partitions else session
     return FetchRequestData(nxt, removed, replaced, session_view, h.next_metadata, can_use_topic_ids)
 
@@ -208,8 +186,6 @@ class FetchSessionHandler:
         self.next_metadata: FetchMetadata = FetchMetadata.INITIAL
         self.session_partitions: dict[TopicPartition, PartitionData] = {}
         self.session_topic_names: dict[uuid.UUID, str] = {}
-        # The (added, altered, removed, replaced) lists of the last incremental build, for the debug log line.
-        self.last_build: tuple[list, list, list, list] = ([], [], [], [])
         # The INFO/DEBUG line Kafka would log for the last handled response or error, kept as (format, args)
         # and only formatted when read: a simulation handles far more responses than anyone reads lines of.
         self._message: tuple[str, tuple] | None = None
@@ -219,11 +195,7 @@ class FetchSessionHandler:
         msg = self._message
         return None if msg is None else msg[0].format(*msg[1])
 
-    @property
-    def session_id(self) -> int:
-        return self.next_metadata.session_id
-
-    def new_builder(self, size: int = 0, copy_session_partitions: bool = True) -> Builder:
+    def new_builder(self, copy_session_partitions: bool = True) -> Builder:
         return Builder(self, copy_session_partitions)
 
     def build_from(self, partitions: dict[TopicPartition, PartitionData],
@@ -236,9 +208,6 @@ class FetchSessionHandler:
         """
         names, without = summary if summary is not None else topic_id_summary(partitions.items())
         return _build(self, dict(partitions), dict(names), without, copy_session_partitions)
-
-    def session_topic_partitions(self) -> list[TopicPartition]:
-        return list(self.session_partitions)
 
     # ------------------------------------------------------------------------------------- responses
     def resolve_response_partitions(self, topics: Iterable[tuple[str | None, uuid.UUID, Iterable[int]]],

@@ -74,9 +74,8 @@ class SessionErrorContext(FetchContext):
 
     kind = "error"
 
-    def __init__(self, error_code: int, req_metadata: FetchMetadata | None = None) -> None:
+    def __init__(self, error_code: int) -> None:
         self.error_code = error_code
-        self.req_metadata = req_metadata
 
     def update_and_generate_response(self, now_ms, results) -> FetchOutcome:
         return FetchOutcome(self.error_code, INVALID_SESSION_ID, 0, _EMPTY)
@@ -187,14 +186,13 @@ class IncrementalFetchContext(FetchContext):
 
     kind = "incremental"
 
-    def __init__(self, req_metadata: FetchMetadata, session: FetchSession, topic_names: Mapping[uuid.UUID, str]
-                 ) -> None:
-        self.req_metadata = req_metadata
+    def __init__(self, session: FetchSession, topic_names: Mapping[uuid.UUID, str]) -> None:
         self.session = session
         self.topic_names = topic_names
         self.session_id = session.id
-        epoch = req_metadata.epoch
-        self._expected_epoch = FINAL_EPOCH if epoch < 0 else 1 if epoch == MAX_INT else epoch + 1   # next_epoch
+        # newContext has just advanced the session to the request's next epoch: if it moved on by the time the
+        # response is built, another request on this session was processed in between.
+        self._expected_epoch = session.epoch
 
     def get_fetch_offset(self, tp: TopicIdPartition) -> int | None:
         return self.session.get_fetch_offset(tp)
@@ -313,12 +311,12 @@ class FetchManager:
                 return OutOfRangeSessionContext(version, metadata, fetch_data)
         session = shard._sessions.get(session_id)
         if session is None:
-            return SessionErrorContext(errors.FETCH_SESSION_ID_NOT_FOUND, metadata)
+            return SessionErrorContext(errors.FETCH_SESSION_ID_NOT_FOUND)
         # Check order: epoch first, then topic-id usage; an error leaves the session untouched.
         if session.epoch != epoch:
-            return SessionErrorContext(errors.INVALID_FETCH_SESSION_EPOCH, metadata)
+            return SessionErrorContext(errors.INVALID_FETCH_SESSION_EPOCH)
         if session.uses_topic_ids != (version >= TOPIC_IDS_MIN_VERSION):
-            return SessionErrorContext(errors.FETCH_SESSION_TOPIC_ID_ERROR, metadata)
+            return SessionErrorContext(errors.FETCH_SESSION_TOPIC_ID_ERROR)
         if fetch_data or to_forget:   # an incremental request that sends and forgets nothing changes no partition
             session.update(fetch_data, to_forget)
         if not session.partition_map:
@@ -326,4 +324,4 @@ class FetchManager:
             return SessionlessFetchContext(fetch_data)
         shard.touch(session, now_ms)                                  # lastUsed = request time
         session.epoch = FINAL_EPOCH if epoch < 0 else 1 if epoch == MAX_INT else epoch + 1   # next_epoch, before
-        return IncrementalFetchContext(metadata, session, topic_names)      # the response is built
+        return IncrementalFetchContext(session, topic_names)                # the response is built

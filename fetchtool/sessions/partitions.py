@@ -46,17 +46,6 @@ class TopicIdPartition:
     def __hash__(self) -> int:
         return self._hash
 
-    @property
-    def uses_topic_id(self) -> bool:
-        return self.topic_id.int != 0
-
-    def with_topic(self, topic: str | None) -> TopicIdPartition:
-        return TopicIdPartition(self.topic_id, topic, self.partition)
-
-    def topic_partition(self) -> TopicPartition:
-        """The client-side key; only meaningful once the name is known."""
-        return TopicPartition(self.topic or "", self.partition)
-
     def __str__(self) -> str:
         return f"{self.topic_id}:{self.topic}-{self.partition}"
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from .metadata import FetchMetadata
 from .partitions import PartitionData, PartitionResult, TopicIdPartition
 
 
@@ -56,17 +55,6 @@ class CachedPartition:
     @property
     def fetcher_log_start_offset(self) -> int:
         return self.req.log_start_offset
-
-    @property
-    def leader_epoch(self) -> int:
-        return self.req.current_leader_epoch
-
-    @property
-    def last_fetched_epoch(self) -> int:
-        return self.req.last_fetched_epoch
-
-    def req_data(self) -> PartitionData:
-        return self.req
 
     def update_request_params(self, req: PartitionData) -> None:
         """maxBytes, fetchOffset, fetcherLogStartOffset, currentLeaderEpoch and lastFetchedEpoch are overwritten."""
@@ -155,23 +143,6 @@ class FetchSession:
     def size(self) -> int:
         return len(self.partition_map)
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.partition_map
-
-    @property
-    def last_used_key(self) -> tuple[int, int]:
-        return (self.last_used_ms, self.id)
-
-    @property
-    def evictable_key(self) -> tuple[bool, int, int]:
-        """EvictableKey(privileged, size, id), compared lexicographically with False < True."""
-        return (self.privileged, self.cached_size, self.id)
-
-    @property
-    def metadata(self) -> FetchMetadata:
-        return FetchMetadata(self.id, self.epoch)
-
     def get_fetch_offset(self, tp: TopicIdPartition) -> int | None:
         cp = self.partition_map.get(tp)
         return None if cp is None else cp.fetch_offset
@@ -180,24 +151,18 @@ class FetchSession:
         return [cp.tip for cp in self.partition_map.values()]
 
     def update(self, fetch_data: Mapping[TopicIdPartition, PartitionData], to_forget: Iterable[TopicIdPartition]
-               ) -> tuple[list[TopicIdPartition], list[TopicIdPartition], list[TopicIdPartition]]:
-        """Apply an incremental request: add or update every sent partition, then drop every forgotten one."""
-        added: list[TopicIdPartition] = []
-        updated: list[TopicIdPartition] = []
-        removed: list[TopicIdPartition] = []
+               ) -> None:
+        """Apply an incremental request: add or update every sent partition, then drop every forgotten one.
+        (Kafka also returns the added/updated/removed lists, for a debug log line nobody here reads.)"""
         pmap = self.partition_map
         for tp, req in fetch_data.items():
             cp = pmap.get(tp)
             if cp is None:
                 pmap[tp] = CachedPartition(tp, req)
-                added.append(tp)
             else:
                 cp.update_request_params(req)
-                updated.append(tp)
         for tp in to_forget:
-            if pmap.pop(tp, None) is not None:
-                removed.append(tp)
-        return added, updated, removed
+            pmap.pop(tp, None)
 
     def __repr__(self) -> str:
         return (f"FetchSession(id={self.id}, privileged={self.privileged}, partitionMap.size={self.size}, "
