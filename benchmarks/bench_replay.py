@@ -42,15 +42,12 @@ def main() -> None:
         (f"speed {args.speed:g}", ReplayOptions(config=SimConfig(1000, 8, 120_000), speed=args.speed)),
     ):
         run = asyncio.run(replay(plan, options))
-        sent = sum(r.tally.requests for r in run.streams)
+        totals = run.totals()
+        sent = totals.requests
         rtts = [x for r in run.streams for x in r.rtts_ms]
-        errors: dict = {}
-        for r in run.streams:
-            for code, n in r.tally.errors.items():
-                errors[code] = errors.get(code, 0) + n
         print(f"replay {label}: {sent:,} requests in {run.elapsed_s:.2f} s = {sent / run.elapsed_s:,.0f} requests/s;"
-              f" rtt p50 {percentile(rtts, 0.5)} ms p99 {percentile(rtts, 0.99)} ms; errors {errors};"
-              f" sessions {sum(r.tally.sessions_created for r in run.streams)}")
+              f" rtt p50 {percentile(rtts, 0.5)} ms p99 {percentile(rtts, 0.99)} ms; errors {dict(totals.errors)};"
+              f" sessions {totals.sessions_created}")
 
 
 if __name__ == "__main__":

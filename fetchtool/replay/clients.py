@@ -45,16 +45,16 @@ def effective_behaviour(captured: str, mode: str, version: int) -> str:
 
 
 class ClientModel:
-    """One client stream's request choices. `node_id` only labels the handler (one handler per broker)."""
+    """One client stream's request choices (its handler stands for one client's session with one broker)."""
 
     __slots__ = ("behaviour", "mode", "handler", "keys", "tps", "last_full", "interned", "_drives", "_wanted",
                  "_data", "_summary")
 
-    def __init__(self, behaviour: str, mode: str = AS_CAPTURED, node_id: int = 0,
+    def __init__(self, behaviour: str, mode: str = AS_CAPTURED,
                  interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]] | None = None) -> None:
         self.behaviour = behaviour
         self.mode = mode
-        self.handler = FetchSessionHandler(node_id)
+        self.handler = FetchSessionHandler(0)
         self.keys: dict[TopicPartition, TopicIdPartition] = {}  # client key -> broker key, learned as sent
         # The plan's key objects (ReplayPlan.keys): sending the same objects the plan's reads are keyed by lets
         # the broker's lookups hit identical keys.
@@ -87,7 +87,7 @@ class ClientModel:
                 self._wanted, self._summary = wanted, None
                 self._data = {w.key: w.data for w in wanted}
             return (FetchMetadata.INITIAL if behaviour == ALWAYS_NEW else FetchMetadata.LEGACY), self._data, []
-        if fetch.epoch == -1 and fetch.session_id != 0 and self.mode == AS_CAPTURED:   # fetch.closes
+        if fetch.epoch == -1 and fetch.session_id != 0 and self.mode == AS_CAPTURED:   # the capture closed: (id, -1)
             self.handler.notify_close()
         if wanted is not self._wanted or self._summary is None:
             self._wanted = wanted
@@ -139,8 +139,4 @@ class ClientModel:
         """A request that got no answer (timeout, disconnect): the handler resets to (id, 0)."""
         if self.behaviour == SESSION or self.mode == ON:
             self.handler.handle_error()
-
-
-def uses_topic_ids(version: int) -> bool:
-    return version >= 13
 

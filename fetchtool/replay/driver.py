@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -73,6 +72,13 @@ class ReplayRun:
     finished: bool = False
     interrupted: bool = False
     broker_metrics: dict | None = None
+
+    def totals(self) -> Tally:
+        """The sum of every stream's tally so far."""
+        total = Tally()
+        for r in self.streams:
+            total.add(r.tally)
+        return total
 
 
 class _Sequencer:
@@ -400,10 +406,3 @@ def divergence(run: ReplayRun, captured: list[Tally]) -> list[dict]:
                             "error": code, "captured": c, "replay": lv,
                             "direction": "captured_only" if c > lv else "replay_only"})
     return out
-
-
-def errors_total(run: ReplayRun) -> Counter:
-    total: Counter = Counter()
-    for r in run.streams:
-        total.update(r.tally.errors)
-    return total

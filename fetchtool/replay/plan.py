@@ -29,7 +29,6 @@ _set = object.__setattr__
 SESSION = "session"  # sends (0,0) then follows the broker's session id and epochs: driven by FetchSessionHandler
 ALWAYS_NEW = "always_new"  # sends (0,0) on every fetch although the broker gave it a session (Sarama #1644)
 SESSIONLESS = "sessionless"  # (0,-1) or Fetch < v7: never asks for a session
-BEHAVIOURS = (SESSION, ALWAYS_NEW, SESSIONLESS)
 
 # Timeline phases: at equal times a response is handled before the next request (one in flight per client).
 RESPONSE = 0
@@ -106,11 +105,6 @@ class PlannedFetch:
         _set(self, "request_frame", request_frame)
 
     @property
-    def closes(self) -> bool:
-        """The captured request closed its session without asking for a new one: (id, -1)."""
-        return self.session_id != 0 and self.epoch == -1
-
-    @property
     def incremental(self) -> bool:
         return self.epoch > 0 or self.epoch < -1
 
@@ -123,7 +117,6 @@ class ClientStream:
     client: str
     broker: str
     client_id: str | None
-    client_software: str | None
     behaviour: str
     is_follower: bool
     fetches: list[PlannedFetch] = field(default_factory=list)
@@ -141,20 +134,10 @@ class TopicInfo:
     topic_id: uuid.UUID | None
     partitions: set[int] = field(default_factory=set)
     records_bytes: int = 0  # records bytes the capture's responses carried for the topic
-    first_hw: dict[int, int] = field(default_factory=dict)
-    last_hw: dict[int, int] = field(default_factory=dict)
 
     @property
     def partition_count(self) -> int:
         return max(self.partitions) + 1 if self.partitions else 1
-
-    def records_per_second(self, duration_ms: int) -> float:
-        """Growth of the high watermarks (records appended per second), summed over the partitions."""
-        grown = sum(max(0, self.last_hw[p] - self.first_hw[p]) for p in self.last_hw)
-        return grown * 1000.0 / duration_ms if duration_ms > 0 else 0.0
-
-    def bytes_per_second(self, duration_ms: int) -> float:
-        return self.records_bytes * 1000.0 / duration_ms if duration_ms > 0 else 0.0
 
 
 @dataclass(slots=True)
@@ -335,12 +318,9 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
             log = broker_logs.get(key)
             if log is None:
                 log = broker_logs[key] = _Log()
-            info = topics.get(name)
             if rp.error_code == 0 and rp.high_watermark >= 0:
                 log.update(rp.high_watermark, rp.log_start_offset, rp.last_stable_offset)
-                if info is not None:
-                    info.first_hw.setdefault(rp.partition, rp.high_watermark)
-                    info.last_hw[rp.partition] = rp.high_watermark
+            info = topics.get(name)
             if info is not None:
                 info.records_bytes += rp.records_bytes
                 info.partitions.add(rp.partition)
@@ -370,7 +350,6 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
             client=first.client,
             broker=first.broker,
             client_id=next((e.client_id for e in group if e.client_id), None),
-            client_software=next((e.client_software for e in group if e.client_software), None),
             behaviour=classify(group),
             is_follower=any((e.replica_id or -1) >= 0 for e in group),
             fetches=fetches,  # type: ignore[arg-type]
@@ -394,7 +373,7 @@ def _us(seconds: float) -> int:
 
 
 def _apply_request(ex: Exchange, wanted: dict[TopicPartition, WantedPartition], topics: dict[str, TopicInfo],
-                   interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]] | None = None) -> None:
+                   interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]]) -> None:
     """Update a client's wanted set with one request: a full request replaces it, an incremental one edits it."""
     epoch = ex.session_epoch if ex.session_epoch is not None else -1
     full = ex.api_version < 7 or epoch in (0, -1)
@@ -414,11 +393,9 @@ def _apply_request(ex: Exchange, wanted: dict[TopicPartition, WantedPartition], 
             info.topic_id = tid
         info.partitions.add(rp.partition)
         ikey = (name, rp.partition, tid)
-        keys = interned.get(ikey) if interned is not None else None
+        keys = interned.get(ikey)
         if keys is None:
-            keys = (TopicPartition(name, rp.partition), TopicIdPartition(tid, name, rp.partition))
-            if interned is not None:
-                interned[ikey] = keys
+            keys = interned[ikey] = (TopicPartition(name, rp.partition), TopicIdPartition(tid, name, rp.partition))
         tp, key = keys
         # An altered partition moves to the end, as the client's session map does. An unchanged one keeps its
         # WantedPartition object (same value, and identity lets the client's Builder skip the comparison). The

@@ -128,11 +128,8 @@ def replay_json(run, captured: CapturedCounts) -> dict:
     """`fetchtool replay --format json` (design.md contract)."""
     from fetchtool.replay.driver import divergence, percentile
 
-    totals = Tally()
-    rtts: list[float] = []
-    for r in run.streams:
-        totals.add(r.tally)
-        rtts.extend(r.rtts_ms)
+    totals = run.totals()
+    rtts = [ms for r in run.streams for ms in r.rtts_ms]
     return {
         "target": run.target,
         "totals": {**totals.to_json(), "responses": totals.responses,
@@ -181,9 +178,7 @@ def print_replay(console: Console, run, captured: CapturedCounts) -> None:
                   _errors_cell(cap, 70), _errors_cell(cap, 71), str(_other_errors(cap)),
                   f"{cap.incremental_share:.0%}", _mb(cap.request_bytes), _mb(cap.response_bytes), "", "",
                   style="dim")
-    live = Tally()
-    for r in run.streams:
-        live.add(r.tally)
+    live = run.totals()
     rtt = doc["totals"]["rtt_ms"]
     table.add_row("replay", f"{live.requests:,}", f"{live.responses:,}", f"{live.sessions_created:,}",
                   _errors_cell(live, 70), _errors_cell(live, 71), str(_other_errors(live)),

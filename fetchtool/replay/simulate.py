@@ -8,7 +8,8 @@ everything else: which sessions exist, which get evicted, which requests fail wi
 incremental response carries.
 
 Byte counts are estimates: the captured frame sizes, corrected by the difference in partition entries between
-the captured and the simulated exchange (the schema sizes of design §7.3) and in records bytes.
+the captured and the simulated exchange (the per-entry sizes analysis.savings_size measures from the codec)
+and in records bytes.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
+from fetchtool.analysis.savings_size import VersionSizes, version_sizes
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel
 from fetchtool.replay.plan import REQUEST, ReplayPlan
-from fetchtool.replay.tally import Tally
+from fetchtool.replay.tally import Tally, totals_by_broker
 from fetchtool.sessions.cache import (DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS, FetchSessionCache,
                                       SessionEvicted)
 from fetchtool.sessions.manager import FetchManager
@@ -75,33 +77,6 @@ class CapturedSessionIds(random.Random):
         return super().randrange(start, stop, step)
 
 
-def request_entry_size(version: int) -> int:
-    """Wire size of one partition entry of a Fetch request (design §7.3, from the schemas)."""
-    return 16 if version <= 4 else 24 if version <= 8 else 28 if version <= 11 else 33
-
-
-def response_entry_size(version: int) -> int:
-    """Wire size of one partition entry without records of a Fetch response (design §7.3)."""
-    return 18 if version <= 3 else 30 if version == 4 else 38 if version <= 10 else 42 if version == 11 else 37
-
-
-def _reads(ctx, fetch, sent: int) -> dict:
-    """What the broker read for the context's partitions: the captured log state at this exchange.
-
-    The plan's reads cover exactly the client's wanted partitions. A full or sessionless request sends all of
-    them, so the reads are the results as they are. An incremental context looks up each session partition in
-    the results, so the (possibly larger) reads can be given whole; only the response's order differs from a
-    read in session order, and no count the simulation reports depends on that order.
-    """
-    kind = ctx.kind
-    reads = fetch.reads
-    if kind == "error":
-        return _EMPTY
-    if kind == "incremental" or len(reads) == sent:
-        return reads
-    return {k: reads.get(k, _NO_DATA) for k, _ in ctx.partitions()}
-
-
 def simulate(plan: ReplayPlan, config: SimConfig, sessions: str = AS_CAPTURED, seed: int = 0,
              processes: int | None = 1) -> SimResult:
     """Run the plan once with one cache configuration.
@@ -125,16 +100,12 @@ def _without_gc(run, *args):
             gc.enable()
 
 
-class _EntrySizes(dict):
-    """version -> entry size, computed on first use (the loop indexes it once per exchange)."""
+class _Sizes(dict):
+    """version -> analysis.savings_size.VersionSizes, measured on first use (the loop indexes it per exchange)."""
 
-    def __init__(self, size) -> None:
-        super().__init__()
-        self.size = size
-
-    def __missing__(self, version: int) -> int:
-        self[version] = n = self.size(version)
-        return n
+    def __missing__(self, version: int) -> VersionSizes:
+        self[version] = sizes = version_sizes(version)
+        return sizes
 
 
 def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
@@ -167,7 +138,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
     responses = [m.response if m else None for m in models]
     follower = [s.is_follower for s in streams]
     stream_rng = [rngs.get(s.broker) for s in streams]
-    req_entry, resp_entry = _EntrySizes(request_entry_size), _EntrySizes(response_entry_size)
+    sizes = _Sizes()
     every = all(mine)
 
     for t_ms, phase, i, j in plan.timeline:
@@ -184,7 +155,11 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
         else:
             ctx, sent, forgot = pending.pop((i, j))
             fetch = fetches[i][j]
-        # The response: the context answers from the plan's reads (see _reads).
+        # The response: the context answers from the plan's reads, the captured log state at this exchange.
+        # They cover exactly the client's wanted partitions: a full or sessionless request sent them all, so they
+        # are given as they are; an incremental context looks each session partition up in them, so the
+        # (possibly larger) reads can be given whole. Only the response order can differ from a read in session
+        # order, and no count the simulation reports depends on it.
         tally = tallies[i]
         kind = ctx.kind
         throttle = fetch.throttle_time_ms
@@ -228,13 +203,14 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
             records += r.records_size
         tally.records_bytes += records
         v = fetch.version
-        request_bytes = ((fetch.request_bytes or 0) + (sent - fetch.sent) * req_entry[v]
-                         + (forgot - fetch.forgotten) * 4)
+        vs = sizes[v]
+        request_bytes = ((fetch.request_bytes or 0) + (sent - fetch.sent) * vs.req_partition
+                         + (forgot - fetch.forgotten) * vs.forgot_partition)
         if request_bytes > 0:
             tally.request_bytes += request_bytes
         response_bytes = fetch.response_bytes
         if response_bytes is not None:
-            response_bytes += ((len(parts) - (fetch.response_partitions or 0)) * resp_entry[v]
+            response_bytes += ((len(parts) - (fetch.response_partitions or 0)) * vs.resp_partition
                                + records - (fetch.records_bytes or 0))
             if response_bytes > 0:
                 tally.response_bytes += response_bytes
@@ -260,12 +236,7 @@ def _merge(plan: ReplayPlan, config: SimConfig, parts: list[_Part]) -> SimResult
             if tally is not None:
                 tallies[i] = tally
         evicted_by.update(part_evicted)
-    totals = Tally()
-    brokers: dict[str, Tally] = {}
-    for stream, tally in zip(plan.streams, tallies):
-        brokers.setdefault(stream.broker, Tally()).add(tally)
-        totals.add(tally)
-    return SimResult(config, totals, brokers, tallies, evicted_by)
+    return SimResult(config, *totals_by_broker(plan, tallies), tallies, evicted_by)
 
 
 # The plan a forked worker simulates: set in the parent just before the fork, so workers inherit it instead of

@@ -62,10 +62,18 @@ class CapturedCounts:
     streams: list[Tally]  # by stream index
 
 
-def captured_counts(plan: ReplayPlan) -> CapturedCounts:
-    """What the capture shows, counted like the simulation counts."""
+def totals_by_broker(plan: ReplayPlan, streams: list[Tally]) -> tuple[Tally, dict[str, Tally]]:
+    """The sum of every stream's tally, and the sums per broker (``streams`` by stream index)."""
     totals = Tally()
     brokers: dict[str, Tally] = {}
+    for stream, tally in zip(plan.streams, streams):
+        brokers.setdefault(stream.broker, Tally()).add(tally)
+        totals.add(tally)
+    return totals, brokers
+
+
+def captured_counts(plan: ReplayPlan) -> CapturedCounts:
+    """What the capture shows, counted like the simulation counts."""
     streams: list[Tally] = []
     live: set[tuple[str, int]] = set()  # (broker, session id) seen created or used successfully
     evicted: set[tuple[str, int]] = set()
@@ -93,6 +101,4 @@ def captured_counts(plan: ReplayPlan) -> CapturedCounts:
                     t.incremental += 1
                     live.add(key)
         streams.append(t)
-        brokers.setdefault(stream.broker, Tally()).add(t)
-        totals.add(t)
-    return CapturedCounts(totals, brokers, streams)
+    return CapturedCounts(*totals_by_broker(plan, streams), streams)
