@@ -11,7 +11,9 @@ import typer
 from fetchtool.analysis import report_json, report_markdown, report_terminal
 from fetchtool.analysis.model import Analysis
 from fetchtool.analysis.run import analyze_capture
-from fetchtool.commands.output import bad_option, check_ports, check_positive, emit, fail, report_console, warn
+from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit, fail,
+                                      report_console, warn)
+from fetchtool.pipeline import ENGINES
 from fetchtool.protocol.report import warning_lines
 
 FORMATS = ("table", "json", "markdown")
@@ -62,11 +64,10 @@ def main(
     engine: str = typer.Option("polars", "--engine", help="polars (embedded) | spark (pip install 'fetchtool\\[spark]')"),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master URL with --engine spark (default local[*])"),
 ) -> None:
-    if format not in FORMATS:
-        bad_option(f"unknown --format {format!r} (choose from {', '.join(FORMATS)})")
-    if engine not in ("polars", "spark") or (master and engine != "spark"):
-        bad_option(f"unknown --engine {engine!r} (choose from polars, spark)" if engine not in ("polars", "spark")
-                   else "--master needs --engine spark")
+    check_choice(format, "--format", FORMATS)
+    check_choice(engine, "--engine", ENGINES)
+    if master and engine != "spark":
+        bad_option("--master needs --engine spark")
     analysis = load(capture, port, cache_slots, cache_shards, client, broker, engine, master)
     if format == "json":
         text = report_json.render(analysis)

@@ -12,10 +12,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fetchtool.commands.output import bad_option, check_ports, fail, report_console
+from fetchtool.commands.output import bad_option, check_choice, check_ports, fail, report_console
 from fetchtool.commands.progress import CaptureProgress
 from fetchtool.decoder import CaptureError, decode_capture
 from fetchtool.exchange import Exchange
+from fetchtool.pipeline import ENGINES
 
 
 class Format(str, Enum):
@@ -38,8 +39,7 @@ def main(
 ) -> None:
     err = Console(stderr=True, soft_wrap=True)  # one message, one line: never wrapped
     check_ports(port)
-    if engine not in ("polars", "spark"):
-        bad_option(f"unknown --engine {engine!r} (choose from polars, spark)")
+    check_choice(engine, "--engine", ENGINES)
     if engine == "spark":
         return _decode_on_spark(captures, out, format, port, master, err)
     if master:

@@ -29,6 +29,11 @@ def bad_option(message: str) -> NoReturn:
     fail(message, USAGE)
 
 
+def check_choice(value: str, option: str, choices) -> None:
+    if value not in choices:
+        bad_option(f"unknown {option} {value!r} (choose from {', '.join(choices)})")
+
+
 def check_port(port: int | None, option: str, allow_zero: bool = False) -> None:
     """A TCP port option: 1-65535 (0 too where it means "pick a free port")."""
     if port is not None and not (0 if allow_zero else 1) <= port <= 65535:
@@ -46,6 +51,27 @@ def check_positive(value: float | None, option: str, minimum: float = 0, strict:
         return
     if not math.isfinite(value) or (value <= minimum if strict else value < minimum):
         bad_option(f"{option} must be a number {'>' if strict else '>='} {minimum:g}, got {value}")
+
+
+def int_list_option(text: str, option: str, minimum: int = 0) -> list[int]:
+    """'1000,2000' -> [1000, 2000]; a usage error for anything else, an empty item too ('1,,2', '1,'): a
+    configuration silently left out of a comparison is worse than asking again."""
+    text = str(text)
+    if not text.strip():
+        bad_option(f"{option} needs at least one value")
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            bad_option(f"{option}: empty value in {text!r}")
+        try:
+            value = int(part)
+        except ValueError:
+            bad_option(f"{option} expects integers separated by commas, got {text!r}")
+        if value < minimum:
+            bad_option(f"{option} values must be >= {minimum}, got {value}")
+        values.append(value)
+    return values
 
 
 def report_console(file=None) -> Console:
@@ -74,7 +100,8 @@ def emit(text: str, output: Path | None) -> None:
 def plan_or_fail(capture: list[Path], ports: list[int] | None, what: str):
     """The replay plan of the capture files for simulate and replay; decode warnings go to stderr, one line each.
     Fails with one line when nothing can be read or the capture has no Fetch exchange to `what` (a verb)."""
-    from fetchtool.replay.loading import CaptureError, load_plan  # only the commands that plan pay for it
+    from fetchtool.decoder import CaptureError
+    from fetchtool.replay.loading import load_plan  # only the commands that plan pay for it
 
     try:
         plan, warnings = load_plan(capture, ports or None)

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from fetchtool.commands.output import (bad_option, check_ports, check_positive, fail, plan_or_fail,
+from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, fail, plan_or_fail,
                                       report_console)
 from fetchtool.replay.clients import SESSION_MODES
 from fetchtool.replay.driver import ReplayError, ReplayOptions, ReplayRun, parse_broker, replay
@@ -44,10 +44,8 @@ def main(
     fmt: str = typer.Option("table", "--format", "-f", help="table | json"),
 ) -> None:
     err = Console(stderr=True)
-    if fmt not in ("table", "json"):
-        bad_option(f"--format must be table or json, not {fmt!r}")
-    if sessions not in SESSION_MODES:
-        bad_option(f"--sessions must be one of {', '.join(SESSION_MODES)}, not {sessions!r}")
+    check_choice(fmt, "--format", ("table", "json"))
+    check_choice(sessions, "--sessions", SESSION_MODES)
     check_positive(speed, "--speed")
     check_positive(timeout, "--timeout")
     check_positive(cache_slots, "--cache-slots", 0, strict=False)

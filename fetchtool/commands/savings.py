@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from fetchtool.commands.output import bad_option, check_ports, emit, fail, report_console, warn
+from fetchtool.commands.output import check_choice, check_ports, emit, fail, report_console, warn
 
 FORMATS = ("table", "json", "jsonl", "markdown")
 
@@ -30,8 +30,7 @@ def main(
     from fetchtool.decoder import CaptureError, decode_capture
     from fetchtool.exchange import Exchange
 
-    if format not in FORMATS:
-        bad_option(f"unknown --format {format!r} (choose from {', '.join(FORMATS)})")
+    check_choice(format, "--format", FORMATS)
     check_ports(port)
     est = SavingsEstimator()
     lines: list[str] = []

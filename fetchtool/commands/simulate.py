@@ -13,9 +13,8 @@ from pathlib import Path
 
 import typer
 
-from fetchtool.commands.output import bad_option, check_ports, plan_or_fail, report_console
+from fetchtool.commands.output import check_choice, check_ports, int_list_option, plan_or_fail, report_console
 from fetchtool.replay.clients import SESSION_MODES
-from fetchtool.replay.loading import OptionError, parse_int_list
 from fetchtool.replay.report import print_simulate, simulate_json
 from fetchtool.replay.simulate import SimConfig, simulate_many
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
@@ -36,20 +35,13 @@ def main(
     seed: int = typer.Option(0, "--seed", help="seed for the session ids the simulated brokers hand out."),
     fmt: str = typer.Option("table", "--format", "-f", help="table | json"),
 ) -> None:
-    if fmt not in ("table", "json"):
-        bad_option(f"--format must be table or json, not {fmt!r}")
-    if sessions not in SESSION_MODES:
-        bad_option(f"--sessions must be one of {', '.join(SESSION_MODES)}, not {sessions!r}")
+    check_choice(fmt, "--format", ("table", "json"))
+    check_choice(sessions, "--sessions", SESSION_MODES)
     check_ports(port)
-    try:
-        configs = [
-            SimConfig(s, k, e)
-            for s in parse_int_list(cache_slots, "--cache-slots", minimum=0)
-            for k in parse_int_list(cache_shards, "--cache-shards", minimum=1)
-            for e in parse_int_list(eviction_ms, "--eviction-ms", minimum=0)
-        ]
-    except OptionError as exc:
-        bad_option(str(exc))
+    slots = int_list_option(cache_slots, "--cache-slots", minimum=0)
+    shards = int_list_option(cache_shards, "--cache-shards", minimum=1)
+    evictions = int_list_option(eviction_ms, "--eviction-ms", minimum=0)
+    configs = [SimConfig(s, k, e) for s in slots for k in shards for e in evictions]
     plan = plan_or_fail(capture, port, "simulate")
     captured = captured_counts(plan)
     results = simulate_many(plan, configs, sessions, seed)  # one worker per core when several configs are asked

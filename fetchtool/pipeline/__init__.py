@@ -1,1 +1,3 @@
-"""pipeline"""
+"""The data pipeline: polars on one machine (the default engine), Spark through PySpark for captures that outgrow it."""
+
+ENGINES = ("polars", "spark")
