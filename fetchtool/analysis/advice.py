@@ -26,12 +26,6 @@ SEVERITY: dict[str, str] = {
     "SESSIONS_NOT_GRANTED": INFO,
 }
 
-CAUSES: dict[str, tuple[str, ...]] = {
-    "FETCH_SESSION_ID_NOT_FOUND": ("evicted", "broker_restart", "closed_by_client", "unknown"),
-    "INVALID_FETCH_SESSION_EPOCH": ("duplicate_request", "concurrent_requests", "epoch_skip", "bad_wrap", "unknown"),
-    "FETCH_SESSION_TOPIC_ID_ERROR": ("version_mismatch", "unknown"),
-}
-
 SLOTS = "max.incremental.fetch.session.cache.slots"
 METER = "kafka.server:type=FetchSessionCache,name=IncrementalFetchSessionEvictionsPerSec"
 

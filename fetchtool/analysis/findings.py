@@ -15,7 +15,7 @@ from fetchtool.sessions.errors import error_name
 
 from .advice import SEVERITY, advice
 from .causes import LATER, NotFoundResolver, PendingError, epoch_cause
-from .model import FULL, FULL_CREATE, INCREMENTAL, SESSIONLESS, SNAPSHOT, Finding
+from .model import FULL_CREATE, INCREMENTAL, SESSIONLESS, SNAPSHOT, Finding
 from .tracker import Observation, SessionTracker
 
 MAX_FRAMES = 20
@@ -49,7 +49,6 @@ class _PairStats:
     first: object
     created: int = 0
     incremental: int = 0
-    full: int = 0
     sessionless: int = 0
     sessionless_max_partitions: int = 0
     sessionless_frames: list[int] = field(default_factory=list)
@@ -111,11 +110,8 @@ class FindingsEngine:
         kind = obs.kind
         if kind == FULL_CREATE:
             st.created += 1
-            st.full += 1
             if len(st.created_frames) < MAX_FRAMES:
                 st.created_frames.append(ex.request_frame)
-        elif kind == FULL:
-            st.full += 1
         elif kind == INCREMENTAL:
             st.incremental += 1
         elif kind == SESSIONLESS:
@@ -133,8 +129,7 @@ class FindingsEngine:
             self._response_size(ex, pair_key)
             self._starvation(ex, st)
 
-    def request_missing(self, file: str, frame: int | None, ts: float | None, client: str, broker: str,
-                        api_key: int | None = None) -> None:  # fmt: skip
+    def request_missing(self, file: str, frame: int | None, ts: float | None, client: str, broker: str) -> None:
         """A response whose request is not in the capture (REQUEST_MISSING)."""
         self._quality_event("REQUEST_MISSING", file, frame, ts, client, broker)
 

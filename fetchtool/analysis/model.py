@@ -18,7 +18,6 @@ FULL_CREATE = "full_create"  # a full request whose response created a session
 INCREMENTAL = "incremental"  # (id, n > 0) (and the anomalous n <= -2)
 CLOSE = "close"  # (id, -1): close the session, no new one
 SNAPSHOT = "snapshot"  # FetchSnapshot (KIP-630)
-REQUEST_KINDS = (SESSIONLESS, FULL, FULL_CREATE, INCREMENTAL, CLOSE, SNAPSHOT)
 
 # How a session ended.
 ALIVE, CLOSED, EVICTED, LOST = "alive", "closed", "evicted", "lost"
@@ -104,11 +103,8 @@ class SessionLife:
     steps: tuple[EpochStep, ...] = ()
     steps_dropped: int = 0  # steps beyond the per-session cap (memory bound)
 
-    def to_json(self, with_steps: bool = False) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "steps"}
-        if with_steps:
-            d["steps"] = [s.to_json() for s in self.steps]
-        return d
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "steps"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from fetchtool.exchange import FETCH_SNAPSHOT, Exchange
 from .findings import FindingsEngine
 from .model import Analysis, CaptureSummary, Finding
 from .savings import SavingsEstimator
-from .tracker import SessionTracker
+from .tracker import SessionTracker, host_of
 
 
 _records_bytes = attrgetter("records_bytes")
@@ -63,12 +63,19 @@ class _Totals:
         )  # fmt: skip
 
 
+def is_client(client: str | None, address: str | None, client_id: str | None) -> bool:
+    """The --client rule: the client by client id, host or ip:port (no --client: every client)."""
+    return not client or client == client_id or (address is not None and client in (address, host_of(address)))
+
+
+def is_broker(broker: str | None, address: str | None) -> bool:
+    """The --broker rule: the broker by ip:port or host (no --broker: every broker)."""
+    return not broker or (address is not None and broker in (address, host_of(address)))
+
+
 def concerns(ex: Exchange, client: str | None = None, broker: str | None = None) -> bool:
-    """The --client / --broker rule for one exchange: the client by client id, host or ip:port, the broker by
-    ip:port or host (`filtered` applies the same rule to clients, sessions and findings)."""
-    if client and client not in (ex.client_id, ex.client, ex.client.rsplit(":", 1)[0]):
-        return False
-    return not broker or broker in (ex.broker, ex.broker.rsplit(":", 1)[0])
+    """The --client / --broker rule for one exchange."""
+    return is_client(client, ex.client, ex.client_id) and is_broker(broker, ex.broker)
 
 
 def savings_filter(client: str | None, broker: str | None) -> Callable[[Exchange], bool] | None:
@@ -135,26 +142,14 @@ def filtered(analysis: Analysis, client: str | None = None, broker: str | None =
     (savings_filter)."""
     if not client and not broker:
         return analysis
-
-    def client_ok(address: str | None, client_id: str | None) -> bool:
-        if not client:
-            return True
-        if client_id is not None and client == client_id:
-            return True
-        return address is not None and (address == client or address.rsplit(":", 1)[0] == client)
-
-    def broker_ok(b: str | None) -> bool:
-        return not broker or (b is not None and (b == broker or b.rsplit(":", 1)[0] == broker))
-
     clients = tuple(
         c for c in analysis.clients
         if (not client or client == c.client_id or client == c.host or client in c.addresses)
-        and (not broker or any(broker_ok(b) for b in c.brokers))
+        and (not broker or any(is_broker(broker, b) for b in c.brokers))
     )  # fmt: skip
-    sessions = tuple(s for s in analysis.sessions if client_ok(s.client, s.client_id) and broker_ok(s.broker))
-    findings: tuple[Finding, ...] = tuple(
-        f for f in analysis.findings
-        if (not client or client_ok(f.client, f.client_id)) and (not broker or broker_ok(f.broker))
-    )  # fmt: skip
-    brokers = tuple(b for b in analysis.brokers if broker_ok(b.broker))
+    sessions = tuple(s for s in analysis.sessions
+                     if is_client(client, s.client, s.client_id) and is_broker(broker, s.broker))
+    findings: tuple[Finding, ...] = tuple(f for f in analysis.findings
+                                          if is_client(client, f.client, f.client_id) and is_broker(broker, f.broker))
+    brokers = tuple(b for b in analysis.brokers if is_broker(broker, b.broker))
     return Analysis(analysis.capture, brokers, clients, sessions, findings, analysis.savings)

@@ -64,7 +64,6 @@ _records_size = attrgetter("records_size")
 _diverging_epoch = attrgetter("diverging_epoch")
 _records_bytes = attrgetter("records_bytes")
 _aborted = attrgetter("aborted_transactions")
-_row_diverging = attrgetter("diverging_epoch")
 
 
 class ByteSums:
@@ -409,8 +408,8 @@ class StreamModel:
             # (the max() pass, in C, skips building the lists in the usual case: none)
             aborted = ([a for a in map(_aborted, captured) if a > 0]
                        if max(map(_aborted, captured), default=0) > 0 else [])
-            diverging = ([d for d in map(_row_diverging, captured) if d >= 0]
-                         if max(map(_row_diverging, captured), default=-1) >= 0 else [])
+            diverging = ([d for d in map(_diverging_epoch, captured) if d >= 0]
+                         if max(map(_diverging_epoch, captured), default=-1) >= 0 else [])
             runs = self._resp_runs
             reenc_resp = size.response_frame_size(version, () if runs is not None else _keys(version, captured), recs,
                                                   aborted, diverging, runs)
@@ -471,7 +470,7 @@ class StreamModel:
             else:
                 values = size.response_values_size(veq, list(map(_records_bytes, mrows)),
                                                    [a for a in map(_aborted, mrows) if a > 0],
-                                                   len([d for d in map(_row_diverging, mrows) if d >= 0]))
+                                                   len([d for d in map(_diverging_epoch, mrows) if d >= 0]))
             full_resp = size.empty_response_frame(veq) + full_topics + values
         results = list(map(_second, outcome.partitions))
         keys = list(map(_topic_id if veq >= 13 else _topic, out_keys))

@@ -57,7 +57,7 @@ class VersionSizes:
 
     __slots__ = ("version", "flexible", "names", "name_sizes", "req_empty", "req_topic", "req_partition", "forgot_topic",
                  "forgot_partition", "resp_empty", "resp_topic", "resp_partition", "aborted_entry", "diverging",
-                 "request_header_base", "response_header")
+                 "response_header")
 
     def __init__(self, version: int) -> None:
         v = self.version = version
@@ -84,25 +84,14 @@ class VersionSizes:
         self.resp_topic = one - self.resp_partition - self.resp_empty
         self.aborted_entry = (_resp(v, [_sp(v, aborted=1)]) - one) if v >= 4 else 0
         self.diverging = (_resp(v, [_sp(v, diverging=3)]) - one) if v >= 12 else 0
-        self.request_header_base = len(encode_request_header(FETCH, v, 0, ""))
         self.response_header = len(encode_response_header(FETCH, v, 0))
 
     # -- the variable parts -------------------------------------------------------------------------------
-    def count_growth(self, n: int) -> int:
-        """Extra bytes of an array length prefix for n entries beyond the 0-or-1-entry calibration."""
-        return uvarint_size(n + 1) - 1 if self.flexible else 0
-
     def name_size(self, name) -> int:
         """Bytes a topic name adds beyond the empty name used for calibration (0 when topics are ids)."""
         if not self.names or not name:
             return 0
         n = _utf8_len(name)
-        return n + (uvarint_size(n + 1) - 1 if self.flexible else 0)
-
-    def records_size(self, n: int) -> int:
-        """Bytes a Records blob of n bytes adds beyond a null one (empty and null cost the same)."""
-        if n <= 0:
-            return 0
         return n + (uvarint_size(n + 1) - 1 if self.flexible else 0)
 
     def aborted_size(self, n: int) -> int:

@@ -15,6 +15,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from operator import attrgetter
 
 from fetchtool.exchange import FETCH, FETCH_SNAPSHOT, Exchange
@@ -191,7 +192,7 @@ class LiveSessions:
             n -= 1
         return n
 
-    @property
+    @cached_property   # the spans never change once built; the 70 resolver asks once per (error, newcomer)
     def peak(self) -> int:
         """The most at once. The count only rises where a span starts, so the peak is at a start (or, for
         sessions that all began before the capture, at the first end)."""
@@ -229,9 +230,7 @@ class Observation:
     exchange: Exchange
     kind: str
     client: TrackedClient
-    broker: TrackedBroker
     session: TrackedSession | None  # the session the request named (incremental / close), if any
-    created: TrackedSession | None  # the session the response created
     expected_epoch: int | None  # what the broker expected before this request (None: unknown)
     prev_success: SentRequest | None  # the session's last successful request before this one
     prev_requests: tuple[SentRequest, ...]  # the session's recent requests before this one (errors only)
@@ -273,7 +272,7 @@ class SessionTracker:
 
         if ex.api_key == FETCH_SNAPSHOT:
             client.kinds[SNAPSHOT] += 1
-            return Observation(ex, SNAPSHOT, client, broker, None, None, None, None, (), False, reconnected)
+            return Observation(ex, SNAPSHOT, client, None, None, None, (), False, reconnected)
         client.versions[ex.api_version] += 1
 
         sid = ex.session_id or 0
@@ -294,7 +293,6 @@ class SessionTracker:
                 named.closed_ts = ex.ts
             if named is not None:
                 self._step(named, ex, CLOSE if meta.epoch == FINAL_EPOCH else FULL, 0, 0)
-        created = None
         refused = False
         if meta.epoch == FINAL_EPOCH:
             kind = CLOSE if meta.session_id else SESSIONLESS
@@ -303,7 +301,7 @@ class SessionTracker:
             rsid = ex.response_session_id
             if ex.error_code == 0 and rsid:
                 kind = FULL_CREATE
-                created = self._create(ex, rsid, client, broker, ckey)
+                self._create(ex, rsid, client, broker, ckey)
             elif ex.error_code == 0 and rsid == 0 and ex.response_partitions is not None:
                 throttled = (ex.throttle_time_ms or 0) > 0 and not ex.response_partitions and ex.partitions
                 if not throttled:
@@ -312,7 +310,7 @@ class SessionTracker:
         if ex.api_version < 7:
             kind = SESSIONLESS
         client.kinds[kind] += 1
-        return Observation(ex, kind, client, broker, named, created, None, None, (), refused, reconnected)
+        return Observation(ex, kind, client, named, None, None, (), refused, reconnected)
 
     def _create(self, ex, rsid, client, broker, ckey) -> TrackedSession:
         old = broker.sessions.get(rsid)
@@ -367,7 +365,7 @@ class SessionTracker:
             added, forgotten = self._apply(s, ex)
             s.expected_epoch = next_epoch(epoch)
             self._step(s, ex, INCREMENTAL, added, forgotten)
-            return Observation(ex, INCREMENTAL, client, broker, s, None, expected, prev_success, prev_requests,
+            return Observation(ex, INCREMENTAL, client, s, expected, prev_success, prev_requests,
                                False, reconnected)  # fmt: skip
         return self._after_incremental(ex, s, client, broker, epoch, expected, prev_success, prev_requests,
                                        conn_changed, reconnected, sent)  # fmt: skip
@@ -397,7 +395,7 @@ class SessionTracker:
                     s.error_conn_changed = conn_changed
                 if s.live:
                     self._end(s, LOST, "FETCH_SESSION_ID_NOT_FOUND", ex.response_frame, ex.ts)
-        return Observation(ex, INCREMENTAL, client, broker, s, None, expected, prev_success, prev_requests, False,
+        return Observation(ex, INCREMENTAL, client, s, expected, prev_success, prev_requests, False,
                            reconnected)  # fmt: skip
 
     @staticmethod
