@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from fetchtool.commands.output import bad_option, check_choice, fail
 from fetchtool.synth.scenarios import SCENARIOS, generate
 
 
@@ -21,17 +22,13 @@ def main(
         for name, (_, description) in SCENARIOS.items():
             typer.echo(f"{name}: {description}")
         return
-    if scenario not in SCENARIOS:
-        typer.echo(f"error: unknown scenario {scenario!r} (choose from {', '.join(SCENARIOS)})", err=True)
-        raise typer.Exit(1)
+    check_choice(scenario, "scenario", tuple(SCENARIOS))
     if output is None:
-        typer.echo("error: -o/--output FILE is required", err=True)
-        raise typer.Exit(1)
+        bad_option("-o/--output FILE is required")
     try:
         exp = generate(scenario, output)
         if expected is not None:
             expected.write_text(json.dumps({"scenario": scenario, "findings": exp}, indent=2) + "\n")
     except OSError as exc:
-        typer.echo(f"error: cannot write {exc.filename}: {exc.strerror}", err=True)
-        raise typer.Exit(1)
+        fail(f"cannot write {exc.filename}: {exc.strerror}")
     typer.echo(f"{output}: scenario {scenario}, {len(exp)} expected finding(s)")

@@ -126,3 +126,10 @@ def test_tables_sent_to_a_pipe_keep_whole_ids():
         assert f"{s['client_id']}@{s['client']}" in table
     for c in data["savings"]["per_client"]:
         assert c["client"] in runner.invoke(app, ["savings", str(THRASH)]).stdout
+
+
+@pytest.mark.parametrize("args", [["synth", "no-such-scenario", "-o", "x.pcap"], ["synth", "healthy"]])
+def test_synth_bad_option_values_exit_2_with_one_line(args):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    one_error_line(result)
