@@ -8,8 +8,11 @@ def main() -> None:
     # a .hypothesis/ folder left in the user's working directory. The CLI never needs them, so hide hypothesis
     # from this process before kio is imported.
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
-    from fetchtool.cli import app
-
+    try:
+        from fetchtool.cli import app  # a second of imports: Ctrl-C here must not print a traceback either
+    except KeyboardInterrupt:
+        sys.exit(130)  # as click does for Ctrl-C once the app runs
+    # Usage errors are worded as one line by the app's own group (fetchtool.cli), so CliRunner sees them too.
     app()
 
 

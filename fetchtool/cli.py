@@ -7,8 +7,37 @@ import importlib
 import importlib.util
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer.core import TyperGroup
+
+from fetchtool.commands.output import bad_option, usage_error_line
+
+
+class _OneLineUsageErrors(TyperGroup):
+    """The root group: a command line click cannot parse (a value of the wrong type, an unknown option or command,
+    a missing argument) gets the same one `error:` line and exit 2 as a command's own checks, not click's boxed
+    usage text. Caught here rather than around app() so that every way in (the console script, `python -m`,
+    typer's CliRunner) words it alike; the standalone machinery (exit codes, --help, Ctrl-C) stays click's."""
+
+    def parse_args(self, ctx, args):  # `fetchtool --bogus`
+        try:
+            return super().parse_args(ctx, args)
+        except NoArgsIsHelpError:  # bare `fetchtool`: the help is already printed, click exits 2 as before
+            raise
+        except UsageError as exc:
+            bad_option(usage_error_line(exc))
+
+    def invoke(self, ctx):  # an unknown command, and everything a command's own parser refuses
+        try:
+            return super().invoke(ctx)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            bad_option(usage_error_line(exc))
+
 
 app = typer.Typer(
+    cls=_OneLineUsageErrors,
     name="fetchtool",
     help="Analyse and replay Apache Kafka Fetch traffic (KIP-227 fetch sessions, KIP-74, KIP-630).",
     no_args_is_help=True,

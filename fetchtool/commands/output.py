@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import NoReturn
 
@@ -29,9 +30,40 @@ def bad_option(message: str) -> NoReturn:
     fail(message, USAGE)
 
 
+def usage_error_line(exc) -> str:
+    """What click refused on the command line (a click UsageError), worded like the commands' own checks:
+    "--cache-slots should be a valid integer, got 'abc'", "unknown --format 'xx' (choose from jsonl, table)",
+    "no such option: --bogus", "missing argument capture"."""
+    from typer._click.exceptions import BadParameter, MissingParameter
+
+    param = getattr(exc, "param", None)
+    name = (param.opts or [param.name])[0] if param is not None else None
+    if isinstance(exc, MissingParameter) and name:
+        return f"missing {param.param_type_name} {name}"
+    errors = exc.__cause__.errors() if hasattr(exc.__cause__, "errors") else None
+    if isinstance(exc, BadParameter) and name and errors and "input" in errors[0]:
+        # typer validates values with pydantic: its first error holds the message and the value it refused
+        value = errors[0]["input"]
+        kind = getattr(param, "type_descriptor", None)
+        if kind is not None and kind.is_choice and kind.choices:
+            return choice_error(value, name, [getattr(c, "value", c) for c in kind.choices])
+        message = re.sub(r", unable to .*$", "", " ".join(str(errors[0]["msg"]).split()).rstrip("."))
+        if message.startswith("Input should"):  # "Input should be a valid integer"
+            return f"{name} {message[len('Input '):]}, got {value!r}"
+        return f"{name}: {message[:1].lower() + message[1:]} (got {value!r})"
+    text = " ".join(exc.format_message().split()).rstrip(".")
+    text = re.sub(r"'(-{1,2}[\w-]+)'", r"\1", text)  # "option '--port' requires an argument": no quotes on options
+    text = text.replace(". Did you mean", "; did you mean").replace("(Possible options:", "(possible options:")
+    return text[:1].lower() + text[1:] if text[:2].istitle() else text
+
+
+def choice_error(value: str, option: str, choices) -> str:
+    return f"unknown {option} {value!r} (choose from {', '.join(choices)})"
+
+
 def check_choice(value: str, option: str, choices) -> None:
     if value not in choices:
-        bad_option(f"unknown {option} {value!r} (choose from {', '.join(choices)})")
+        bad_option(choice_error(value, option, choices))
 
 
 def check_port(port: int | None, option: str, allow_zero: bool = False) -> None:
