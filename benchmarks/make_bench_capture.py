@@ -11,7 +11,7 @@ What is in it (pcapng, two interfaces, written with fetchtool's own writer and T
   epochs), responses with the same partitions, up to ~1 MB of records: real magic-2 record batches with valid
   headers and CRCs (one batch built with kafka-python and reused, only baseOffset patched: the CRC does not
   cover it).
-Bodies are encoded with fetchtool.protocol.codec and headers.encode_request_header / encode_response_header.
+Bodies are encoded with fetchtool.protocol.codec and framed (size + header) by fetchtool.protocol.messages.
 Same seed and size -> the same file.
 """
 
@@ -29,8 +29,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from fetchtool.capture.events import Endpoint
 from fetchtool.capture.writer import LINKTYPE_ETHERNET, LINKTYPE_NULL, PcapNgWriter, TcpConversation
 from fetchtool.exchange import RequestPartition, ResponsePartition
-from fetchtool.protocol import codec
-from fetchtool.protocol.headers import FETCH, encode_request_header, encode_response_header
+from fetchtool.protocol import codec, messages
+from fetchtool.protocol.headers import FETCH
 
 BROKER_PORT = 9092
 VERSION = 12
@@ -75,10 +75,8 @@ def make_fetch(c: Client, batch: bytes, batch_records: int, max_response: int) -
     else:  # incremental: the partitions whose position moved (here: a random share of them, at least 50)
         req_parts = sorted(rng.sample(c.parts, k=max(min(50, len(c.parts)), len(c.parts) * rng.randint(5, 10) // 10)))
     rp = tuple(RequestPartition(t, None, p, c.offsets[(t, p)], 1 << 20, -1, 5, 4) for t, p in req_parts)
-    req = codec.FetchRequestBody(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=52_428_800,
-                                 isolation_level=0, session_id=c.session_id, session_epoch=c.epoch,
-                                 rack_id="", partitions=rp)
-    req_body = encode_request_header(FETCH, VERSION, c.corr, c.client_id) + codec.encode_request(FETCH, VERSION, req)
+    session_id = c.session_id
+    request = messages.fetch_request(VERSION, c.corr, c.client_id, session_id, c.epoch, rp)
     # Response: the same partitions (a full response) or those with data; data on a random subset, capped.
     budget = int(max_response * rng.random() ** 6)  # mostly small responses, some near the cap
     rows, blobs = [], []
@@ -106,11 +104,10 @@ def make_fetch(c: Client, batch: bytes, batch_records: int, max_response: int) -
     c.epoch = 1 if full else (c.epoch % 0x7FFFFFFF) + 1
     if rng.random() < 0.01:  # now and then a client starts over with a new session
         c.session_id, c.epoch = 0, 0
-    resp = codec.FetchResponseBody(throttle_time_ms=0, error_code=0, session_id=c.session_id if full else req.session_id,
+    resp = codec.FetchResponseBody(throttle_time_ms=0, error_code=0, session_id=c.session_id if full else session_id,
                                    partitions=tuple(rows), records=tuple(blobs))
-    resp_body = encode_response_header(FETCH, VERSION, c.corr) + codec.encode_response(FETCH, VERSION, resp)
-    return (struct.pack(">i", len(req_body)) + req_body, struct.pack(">i", len(resp_body)) + resp_body,
-            len(rp) + len(rows))
+    response = messages.response_frame(FETCH, VERSION, c.corr, codec.encode_response(FETCH, VERSION, resp))
+    return request, response, len(rp) + len(rows)
 
 
 def generate(path: str | Path, size_mb: float = 100, seed: int = 7, connections: int = 20,

@@ -7,19 +7,18 @@ sockets. Offsets are rebased so a replay can run against a broker whose logs sta
 from __future__ import annotations
 
 import io
-import struct
 import uuid
 from dataclasses import dataclass
 
 from kio.serial import entity_writer
 
 from fetchtool.exchange import ForgottenPartition, RequestPartition
-from fetchtool.protocol import codec
-from fetchtool.protocol.headers import FETCH, METADATA, encode_request_header, response_body_offset
+from fetchtool.protocol import codec, messages
+from fetchtool.protocol.headers import FETCH, METADATA, response_body_offset
+from fetchtool.protocol.messages import request_frame as frame  # the driver frames CreateTopics with it too
 from fetchtool.sessions.metadata import FetchMetadata
 from fetchtool.sessions.partitions import PartitionData, TopicIdPartition
 
-_SIZE = struct.Struct(">i")
 METADATA_VERSION = 12
 
 
@@ -35,11 +34,6 @@ class TopicMapping:
         if offset < 0:
             return offset
         return max(0, offset - self.base_offsets.get((topic, partition), 0))
-
-
-def frame(api_key: int, version: int, correlation_id: int, client_id: str | None, body: bytes) -> bytes:
-    payload = encode_request_header(api_key, version, correlation_id, client_id) + body
-    return _SIZE.pack(len(payload)) + payload
 
 
 def fetch_request(version: int, correlation_id: int, client_id: str | None, metadata: FetchMetadata,
@@ -61,12 +55,9 @@ def fetch_request(version: int, correlation_id: int, client_id: str | None, meta
         for k, d in fetch_data.items()
     )
     forgotten = tuple(ForgottenPartition(k.topic, tid(k.topic), k.partition) for k in to_forget)
-    body = codec.FetchRequestBody(
-        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
-        isolation_level=isolation_level, session_id=metadata.session_id, session_epoch=metadata.epoch,
-        rack_id="", partitions=parts, forgotten=forgotten,
-    )
-    return frame(FETCH, version, correlation_id, client_id, codec.encode_request(FETCH, version, body))
+    return messages.fetch_request(version, correlation_id, client_id, metadata.session_id, metadata.epoch, parts,
+                                  forgotten, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+                                  isolation_level=isolation_level)
 
 
 def fetch_response(payload: bytes, version: int, mapping: TopicMapping) -> codec.FetchResponseBody:

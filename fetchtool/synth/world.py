@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 from fetchtool.capture.events import Endpoint
 from fetchtool.capture.writer import LINKTYPE_ETHERNET, PcapWriter, TcpConversation
 from fetchtool.exchange import ForgottenPartition, RequestPartition, ResponsePartition
+from fetchtool.protocol import messages
 from fetchtool.protocol.codec import FetchRequestBody, FetchResponseBody, encode_request, encode_response
-from fetchtool.protocol.headers import encode_request_header, encode_response_header
+from fetchtool.protocol.headers import FETCH, FETCH_SNAPSHOT
 from fetchtool.sessions import (FetchManager, FetchMetadata, FetchOutcome, FetchSessionCache, FetchSessionHandler,
                                 PartitionData, PartitionResult, TopicIdPartition, TopicPartition)  # fmt: skip
 
-FETCH = 1
-SNAPSHOT = 59
 START = 1_700_000_000.0
 _STAMP = datetime.datetime(2023, 11, 14, tzinfo=datetime.timezone.utc)
 
@@ -118,20 +117,17 @@ class Connection:
             tid = topic_id(t) if ids else uuid.UUID(int=0)
             data[TopicIdPartition(tid, t, p)] = PartitionData(off, max_bytes=partition_max_bytes, topic_id=tid)
         forgotten = [TopicIdPartition(topic_id(t) if ids else uuid.UUID(int=0), t, p) for t, p in forget]
-        body = FetchRequestBody(
-            replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
-            session_id=meta.session_id, session_epoch=meta.epoch, rack_id="",
-            partitions=tuple(RequestPartition(k.topic, str(k.topic_id) if ids else None, k.partition, d.fetch_offset,
-                                              d.max_bytes, -1, -1, -1) for k, d in data.items()),
-            forgotten=tuple(ForgottenPartition(k.topic, str(k.topic_id) if ids else None, k.partition)
-                            for k in forgotten),
-        )  # fmt: skip
-        msg = encode_request_header(FETCH, version, self.correlation, self.client_id) + encode_request(FETCH, version, body)
+        frame = messages.fetch_request(
+            version, self.correlation, self.client_id, meta.session_id, meta.epoch,
+            (RequestPartition(k.topic, str(k.topic_id) if ids else None, k.partition, d.fetch_offset, d.max_bytes,
+                              -1, -1, -1) for k, d in data.items()),
+            (ForgottenPartition(k.topic, str(k.topic_id) if ids else None, k.partition) for k in forgotten),
+            max_bytes=max_bytes)  # fmt: skip
         ts = w.t
         if w.silent:  # before the capture starts: the bytes pass, the writer does not see them
-            self.conv.next["client"] = (self.conv.next["client"] + 4 + len(msg)) & 0xFFFFFFFF
+            self.conv.next["client"] = (self.conv.next["client"] + len(frame)) & 0xFFFFFFFF
             return Pending(version, self.correlation, meta, data, forgotten, max_bytes, None, ts)
-        w.t = self.conv.send("client", len(msg).to_bytes(4, "big") + msg, w.t, ack=False)
+        w.t = self.conv.send("client", frame, w.t, ack=False)
         return Pending(version, self.correlation, meta, data, forgotten, max_bytes, w.out.frames, ts)
 
     def respond(self, req: Pending, *, outcome: FetchOutcome | None = None, records: dict | None = None,
@@ -157,14 +153,15 @@ class Connection:
             recs.append(blobs.get(tip))
         body = FetchResponseBody(throttle_time_ms=outcome.throttle_time_ms, error_code=outcome.error_code,
                                  session_id=outcome.session_id, partitions=tuple(parts), records=tuple(recs))
-        msg = encode_response_header(FETCH, req.version, req.correlation_id) + encode_response(FETCH, req.version, body)
+        frame = messages.response_frame(FETCH, req.version, req.correlation_id,
+                                        encode_response(FETCH, req.version, body))
         req.outcome = outcome
         if w.silent:  # before the capture: delivered, so the stream goes on after these bytes
-            self.conv.next["server"] = (self.conv.next["server"] + 4 + len(msg)) & 0xFFFFFFFF
+            self.conv.next["server"] = (self.conv.next["server"] + len(frame)) & 0xFFFFFFFF
             return outcome
         if lost:  # processed by the broker, lost on the way: neither the client nor the capture saw it
             return outcome
-        w.t = self.conv.send("server", len(msg).to_bytes(4, "big") + msg, w.t, ack=False)
+        w.t = self.conv.send("server", frame, w.t, ack=False)
         req.response_frame = w.out.frames
         req.outcome = outcome
         return outcome
@@ -181,16 +178,17 @@ class Connection:
                                isolation_level=None, session_id=None, session_epoch=None, rack_id=None,
                                partitions=(RequestPartition(topic, None, partition, position, -1, -1, 5, -1, end,
                                                             epoch),))  # fmt: skip
-        msg = encode_request_header(SNAPSHOT, 0, self.correlation, self.client_id) + encode_request(SNAPSHOT, 0, req)
-        w.t = self.conv.send("client", len(msg).to_bytes(4, "big") + msg, w.t, ack=False)
+        frame = messages.request_frame(FETCH_SNAPSHOT, 0, self.correlation, self.client_id,
+                                       encode_request(FETCH_SNAPSHOT, 0, req))
+        w.t = self.conv.send("client", frame, w.t, ack=False)
         request_frame = w.out.frames
         w.tick()
         data = b"" if error else bytes((position + i) % 251 for i in range(max(0, min(chunk, size - position))))
         resp = FetchResponseBody(throttle_time_ms=0, error_code=0, session_id=None, partitions=(
             ResponsePartition(topic, None, partition, error, size, -1, position, -1, -1, -1, len(data), 0, 0, None,
                               end, epoch),), records=(data,))  # fmt: skip
-        msg = encode_response_header(SNAPSHOT, 0, self.correlation) + encode_response(SNAPSHOT, 0, resp)
-        w.t = self.conv.send("server", len(msg).to_bytes(4, "big") + msg, w.t, ack=False)
+        frame = messages.response_frame(FETCH_SNAPSHOT, 0, self.correlation, encode_response(FETCH_SNAPSHOT, 0, resp))
+        w.t = self.conv.send("server", frame, w.t, ack=False)
         return request_frame, w.out.frames
 
     def fetch(self, meta: FetchMetadata, partitions: dict[tuple[str, int], int], **kw) -> Pending:
