@@ -271,23 +271,22 @@ class KafkaConnection:
                 break
             out.extend(self._missing(p))
         if p.api_key in _SESSION_APIS:
-            resp = None
-            try:
-                off = response_body_offset(payload, p.api_key, p.api_version)
-                resp = codec.decode_response(p.api_key, p.api_version, payload[off:], self._names())
-            except (codec.CodecError, HeaderError) as exc:
-                rep.warn("malformed_response", f"frame {fr.frame}: {exc}")
-            out.append(self._exchange(p, fr, resp))
+            out.append(self._exchange(p, fr, self._decode_response(p, fr, self._names())))
         elif p.api_key == METADATA and codec.decodes_response(METADATA, p.api_version):
-            try:
-                off = response_body_offset(payload, p.api_key, p.api_version)
-                names = codec.decode_response(METADATA, p.api_version, payload[off:]).names
-            except (codec.CodecError, HeaderError) as exc:
-                rep.warn("malformed_response", f"frame {fr.frame}: {exc}")
-            else:
-                self.ctx.topic_names.setdefault(self._broker_s, {}).update(names)
-                rep.topic_names.update(names)
+            resp = self._decode_response(p, fr, None)
+            if resp is not None:
+                self.ctx.topic_names.setdefault(self._broker_s, {}).update(resp.names)
+                rep.topic_names.update(resp.names)
         return out
+
+    def _decode_response(self, p: _Pending, fr: Frame, names: dict[str, str] | None):
+        """The response body, or None with a counted warning when it cannot be read."""
+        try:
+            off = response_body_offset(fr.payload, p.api_key, p.api_version)
+            return codec.decode_response(p.api_key, p.api_version, fr.payload[off:], names)
+        except (codec.CodecError, HeaderError) as exc:
+            self.ctx.report.warn("malformed_response", f"frame {fr.frame}: {exc}")
+            return None
 
     def _names(self) -> dict[str, str] | None:
         return self.ctx.topic_names.get(self._broker_s)
