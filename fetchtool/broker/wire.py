@@ -93,32 +93,22 @@ def decode_request(frame: bytes, supported: typing.Mapping[int, tuple[int, int]]
 
 def encode_response(correlation_id: int, response: typing.Any) -> bytes:
     """Frame a kio response entity with the header version its schema names (ApiVersions: always v0)."""
-    header_schema = type(response).__header_schema__
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    entity_writer(header_schema)(buf, header_schema(correlation_id=correlation_id))
-    entity_writer(type(response))(buf, response)
-    data = buf.getbuffer()
-    _SIZE.pack_into(data, 0, len(data) - 4)
-    del data
-    return buf.getvalue()
+    return _frame(response, correlation_id=correlation_id)
 
 
 def encode_request(api_key: int, correlation_id: int, request: typing.Any, client_id: str | None = "fetchtool") -> bytes:
     """Frame a kio request entity (used by tests, the benchmark and the replay driver)."""
-    header_schema = type(request).__header_schema__
+    return _frame(request, request_api_key=api_key, request_api_version=type(request).__version__,
+                  correlation_id=correlation_id, client_id=client_id)
+
+
+def _frame(entity: typing.Any, **header: typing.Any) -> bytes:
+    """Size prefix + the header its schema names (built from `header`) + the entity."""
+    header_schema = type(entity).__header_schema__
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
-    entity_writer(header_schema)(
-        buf,
-        header_schema(
-            request_api_key=api_key,
-            request_api_version=type(request).__version__,
-            correlation_id=correlation_id,
-            client_id=client_id,
-        ),
-    )
-    entity_writer(type(request))(buf, request)
+    entity_writer(header_schema)(buf, header_schema(**header))
+    entity_writer(type(entity))(buf, entity)
     data = buf.getbuffer()
     _SIZE.pack_into(data, 0, len(data) - 4)
     del data
