@@ -197,7 +197,7 @@ def _report(names: list[str], small: list, stats: dict[int, tuple[CaptureStats, 
             errors: list) -> DecodeReport:
     """One DecodeReport from the per-file capture statistics and the per-partition protocol counters."""
     rep = DecodeReport(files=list(names))
-    for _idx, msg, _n in errors:
+    for _idx, msg, _n in sorted(errors):  # in file order (as the report lists the files), not stage order
         rep.warn("unreadable_file", msg)
     for idx in sorted(stats):
         rep.add_capture(stats[idx][0])

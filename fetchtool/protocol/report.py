@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from .headers import api_name
 
 EXAMPLES_PER_WARNING = 3
+# Warnings whose examples each name a different thing to act on (an unreadable file each): their summary line names
+# every kept example, not the first only, and counts the rest ("and 2 more").
+NAMES_EACH_EXAMPLE = frozenset({"unreadable_file"})
 
 
 @dataclass
@@ -118,7 +121,13 @@ def warning_lines(decode: dict) -> list[str]:
 def _warning_lines(counts: list[tuple[str, int]], examples: dict[str, list[str]]) -> list[str]:
     out = []
     for code, n in counts:
-        example = (examples.get(code) or [code])[0]
+        kept = examples.get(code) or [code]
         # capture-layer warnings are their own text; protocol ones are a code plus an example
-        out.append(f"{code} (x{n})" if example == code else f"{code} (x{n}): {example}")
+        if kept[0] == code:
+            out.append(f"{code} (x{n})")
+        elif code in NAMES_EACH_EXAMPLE:
+            more = f"; and {n - len(kept)} more" if n > len(kept) else ""
+            out.append(f"{code} (x{n}): {'; '.join(kept)}{more}")
+        else:
+            out.append(f"{code} (x{n}): {kept[0]}")
     return out

@@ -80,6 +80,34 @@ def test_a_text_file_among_captures_is_named_not_dropped(tmp_path):
                for line in result.stderr.splitlines())
 
 
+@pytest.mark.parametrize("command", [["analyze"], ["decode", "--format", "table"], ["savings"]])
+def test_several_unreadable_files_are_each_named_on_the_one_warning_line(command, tmp_path):
+    # five files a customer attached that are no captures, given after a good one: one counted line names the first
+    # three in the order given and counts the other two; the JSON keeps its three examples
+    bad = []
+    for i in range(5):
+        bad.append(tmp_path / f"note{i}.pcap")
+        bad[-1].write_text(f"customer note {i}\n")
+    result = runner.invoke(app, [*command, str(THRASH), *map(str, bad)])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if "unreadable_file" in line]
+    assert len(lines) == 1, result.stderr
+    named = lines[0].split("; ")
+    assert named[0].startswith(f"warning: unreadable_file (x5): {bad[0]}: not a pcap")
+    assert [part.split(":")[0] for part in named[1:3]] == [str(bad[1]), str(bad[2])]
+    assert named[3] == "and 2 more" and str(bad[3]) not in lines[0]
+
+
+def test_the_json_report_keeps_three_examples_of_the_unreadable_files(tmp_path):
+    bad = [tmp_path / f"note{i}.pcap" for i in range(4)]
+    for path in bad:
+        path.write_text("not a capture\n")
+    result = runner.invoke(app, ["analyze", str(THRASH), *map(str, bad), "--format", "json"])
+    unreadable = json.loads(result.stdout)["capture"]["decode"]["warnings"]["unreadable_file"]
+    assert unreadable["count"] == 4
+    assert [e.split(":")[0] for e in unreadable["examples"]] == list(map(str, bad[:3]))
+
+
 def test_analyze_client_filter_applies_to_the_savings_too():
     def savings(*args):
         result = runner.invoke(app, [*args, "--format", "json"])
