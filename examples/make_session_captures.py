@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
-from make_captures import stop  # the sibling script's: SIGTERM, then SIGKILL after a grace period
+from make_captures import free_port, stop  # the sibling script's; stop: SIGTERM, then SIGKILL after a grace period
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "captures" / "scenarios-real"
@@ -82,9 +82,7 @@ SCENARIOS = [
 
 
 def start_broker(extra: list[str], log_path: Path) -> tuple[subprocess.Popen, int, list[str]]:
-    with socket.socket() as s:  # a free port; the broker advertises the port it was given
-        s.bind((HOST, 0))
-        port = s.getsockname()[1]
+    port = free_port()  # the broker advertises the port it was given
     cmd = ["fetchtool", "broker", "--host", HOST, "--port", str(port), "--topic", f"{TOPIC}:{PARTITIONS}",
            "--admin-port", "0", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True)
