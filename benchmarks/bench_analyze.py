@@ -16,30 +16,13 @@ import argparse
 import gc
 import os
 import resource
-import time
+
+from _timing import best, cpu_with_children
 
 from fetchtool.analysis.run import analyze_capture, analyze_items
 from fetchtool.analysis.savings import SavingsEstimator
 from fetchtool.decoder import decode_capture
 from fetchtool.exchange import Exchange
-
-
-def _cpu() -> float:
-    # this process plus reaped children: a large capture's reading runs in a forked child (capture/streams.py)
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + r.ru_utime + r.ru_stime
-
-
-def _best(fn, repeat: int) -> tuple[float, float, object]:
-    """(best wall s, best CPU s of both processes, last result) over `repeat` runs."""
-    wall = cpu = float("inf")
-    out = None
-    for _ in range(repeat):
-        gc.collect()
-        w, c = time.perf_counter(), _cpu()
-        out = fn()
-        wall, cpu = min(wall, time.perf_counter() - w), min(cpu, _cpu() - c)
-    return wall, cpu, out
 
 
 def main() -> None:
@@ -50,8 +33,8 @@ def main() -> None:
     gc.freeze()   # as the CLI does at start-up (fetchtool/cli.py): imported modules are not re-walked by the collector
     path, repeat = args.capture, args.repeat
     size = os.path.getsize(path) / 1e6
-    d_wall, d_cpu, n = _best(lambda: sum(1 for _ in decode_capture([path])), repeat)
-    a_wall, a_cpu, a = _best(lambda: analyze_capture([path]), repeat)
+    d_wall, d_cpu, n = best(lambda: sum(1 for _ in decode_capture([path])), repeat, cpu_with_children)
+    a_wall, a_cpu, a = best(lambda: analyze_capture([path]), repeat, cpu_with_children)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # streaming runs only, so far
     run = decode_capture([path])
     items = list(run)
@@ -63,8 +46,8 @@ def main() -> None:
             est.feed(e)
         est.result().to_json()
 
-    p_wall, p_cpu, _ = _best(lambda: analyze_items(items, decode_report=run.report), repeat)
-    s_wall, s_cpu, _ = _best(savings_only, repeat)
+    p_wall, p_cpu, _ = best(lambda: analyze_items(items, decode_report=run.report), repeat, cpu_with_children)
+    s_wall, s_cpu, _ = best(savings_only, repeat, cpu_with_children)
     rows = sum(len(e.request_partitions) + len(e.response_partitions or ()) for e in exchanges)
     print(f"{path}: {size:.1f} MB, {n} items, {rows:,} partition rows, {len(a.sessions)} sessions, "
           f"{len(a.findings)} findings (best of {repeat})")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _timing import children_cpu, cpu_with_children  # noqa: E402
 from make_bench_capture import BROKER_PORT, generate  # noqa: E402
 
 from fetchtool.decoder import decode_capture  # noqa: E402
@@ -49,14 +49,9 @@ def capture(workdir: Path, size_mb: float, seed: int) -> Path:
     return path
 
 
-def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def run_in_process(path: Path) -> tuple[float, float, dict]:
     gc.freeze()  # as the CLI does once its imports are done (fetchtool/cli.py)
-    cpu = time.process_time() + _children_cpu()  # a large capture's reading runs in a forked child: count it
+    cpu = cpu_with_children()  # a large capture's reading runs in a forked child: count it
     started = time.perf_counter()
     run = decode_capture(path)
     exchanges = entries = 0
@@ -66,15 +61,15 @@ def run_in_process(path: Path) -> tuple[float, float, dict]:
             entries += len(item.request_partitions) + len(item.forgotten_partitions) + len(
                 item.response_partitions or ())
     took = time.perf_counter() - started
-    return took, time.process_time() + _children_cpu() - cpu, {"packets": run.report.packets, "exchanges": exchanges, "entries": entries}
+    return took, cpu_with_children() - cpu, {"packets": run.report.packets, "exchanges": exchanges, "entries": entries}
 
 
 def _timed_child(cmd: list[str]) -> tuple[float, float]:
     """Wall time and CPU time (the child and everything it waited for) of a command, output discarded."""
-    cpu = _children_cpu()
+    cpu = children_cpu()
     started = time.perf_counter()
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - started, _children_cpu() - cpu
+    return time.perf_counter() - started, children_cpu() - cpu
 
 
 def run_cli_jsonl(path: Path) -> tuple[float, float]:

@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _timing import best
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "savings"))
 
@@ -32,17 +34,6 @@ class _NoSavings:
 
     def to_json(self) -> dict:
         return {}
-
-
-def _best(fn, repeat: int = 3) -> tuple[float, float]:
-    """(best wall s, best CPU s) over `repeat` runs."""
-    wall = cpu = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        w, c = time.perf_counter(), time.process_time()
-        fn()
-        wall, cpu = min(wall, time.perf_counter() - w), min(cpu, time.process_time() - c)
-    return wall, cpu
 
 
 def speed(path: str) -> None:
@@ -62,7 +53,7 @@ def speed(path: str) -> None:
         for e in exchanges:
             est.feed(e)
 
-    wall, cpu = _best(estimate_all)
+    wall, cpu, _ = best(estimate_all)
     print(f"{path}: {mb:.1f} MB, {len(exchanges):,} exchanges, {rows:,} partition rows")
     print(f"  decode {decode_s:.2f} s CPU (this process); savings estimator {cpu:.3f} s CPU, {wall:.3f} s wall "
           f"= {cpu / max(rows, 1) * 1e6:.2f} us/row CPU")
@@ -70,7 +61,7 @@ def speed(path: str) -> None:
     for label, estimator in (("without savings", _NoSavings), ("with savings", real)):
         run.SavingsEstimator = estimator
         try:
-            wall, cpu = _best(lambda: run.analyze_capture([path]), 2)
+            wall, cpu, _ = best(lambda: run.analyze_capture([path]), 2)
         finally:
             run.SavingsEstimator = real
         print(f"  analyze {label}: {wall:.2f} s wall ({mb / wall:.0f} MB/s), {cpu:.2f} s CPU (this process)")
