@@ -1,8 +1,9 @@
 """The analysis pipeline: decode -> track sessions -> findings -> savings -> one Analysis object.
 
 Streaming: exchanges are consumed one by one and dropped; only per-session and per-client state is kept.
-`analyze_items` is the core (any iterable of Exchange / OrphanResponse, e.g. from another engine);
-`analyze_capture` adds the decoder at the edge.
+`AnalysisPass` is the per-item step both engines run (analyze_items over everything, the Spark engine over one
+broker's items); `analyze_items` is the core (any iterable of Exchange / OrphanResponse, e.g. from another
+engine); `analyze_capture` adds the decoder at the edge.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from fetchtool.exchange import FETCH_SNAPSHOT, Exchange
 from .findings import FindingsEngine
 from .model import Analysis, CaptureSummary, Finding
 from .savings import SavingsEstimator
-from .tracker import SessionTracker, host_of
+from .tracker import Observation, SessionTracker, host_of
 
 
 _records_bytes = attrgetter("records_bytes")
@@ -87,24 +88,46 @@ def savings_filter(client: str | None, broker: str | None) -> Callable[[Exchange
     return lambda ex: concerns(ex, client, broker)
 
 
+class AnalysisPass:
+    """The analysis cores (SessionTracker, FindingsEngine, SavingsEstimator) fed one item at a time, in request
+    order: analyze_items runs one over a whole run, the Spark engine one per broker
+    (fetchtool.pipeline.spark_merge). ``savings_of``: see savings_filter; ``files``: files to list first."""
+
+    __slots__ = ("tracker", "engine", "totals", "savings", "savings_of", "files")
+
+    def __init__(self, cache_slots: int | None = None, cache_shards: int | None = None,
+                 savings_of: Callable[[Exchange], bool] | None = None, files: Iterable[str] = ()) -> None:
+        self.tracker = SessionTracker()
+        self.engine = FindingsEngine(cache_slots, cache_shards)
+        self.totals = _Totals()
+        self.savings = SavingsEstimator()
+        self.savings_of = savings_of
+        self.files: dict[str, None] = dict.fromkeys(files)  # the files that had exchanges, in request order
+
+    def feed(self, it) -> Observation | None:
+        """One Exchange (-> what it did: the tracker's Observation) or OrphanResponse (-> None)."""
+        if isinstance(it, Exchange):
+            self.files.setdefault(it.file, None)
+            self.totals.add(it)
+            obs = self.tracker.feed(it)
+            self.engine.observe(obs)
+            if self.savings_of is None or self.savings_of(it):
+                self.savings.feed(it)
+            return obs
+        # OrphanResponse: a response whose request is not in the capture
+        self.engine.request_missing(it.file, it.frame, it.ts, it.client, it.broker)
+        return None
+
+
 def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: int | None = None,
                   cache_shards: int | None = None, decode_report=None,
                   savings_of: Callable[[Exchange], bool] | None = None) -> Analysis:  # fmt: skip
     """Exchanges (and OrphanResponses) in request order -> Analysis. ``savings_of``: see savings_filter."""
-    tracker = SessionTracker()
-    engine = FindingsEngine(cache_slots, cache_shards)
-    totals = _Totals()
-    savings = SavingsEstimator()
-    seen_files: dict[str, None] = dict.fromkeys(files)
+    run = AnalysisPass(cache_slots, cache_shards, savings_of, files)
+    feed = run.feed
     for it in items:
-        if isinstance(it, Exchange):
-            seen_files.setdefault(it.file, None)
-            totals.add(it)
-            engine.observe(tracker.feed(it))
-            if savings_of is None or savings_of(it):
-                savings.feed(it)
-        else:  # OrphanResponse: a response whose request is not in the capture
-            engine.request_missing(it.file, it.frame, it.ts, it.client, it.broker)
+        feed(it)
+    engine, tracker = run.engine, run.tracker
     decode = {}
     if decode_report is not None:
         decode = decode_report.to_dict()
@@ -113,14 +136,14 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
             engine.capture_gap(", ".join(decode_report.files), None, None, None, None, decode_report.lost_bytes,
                                gaps=decode_report.gaps)
     findings = engine.finish(tracker)
-    capture = totals.capture_summary(seen_files, decode)
+    capture = run.totals.capture_summary(run.files, decode)
     return Analysis(
         capture=capture,
         brokers=tuple(sorted(tracker.broker_summaries(), key=lambda b: b.broker)),
         clients=tuple(sorted(tracker.client_summaries(), key=lambda c: (c.host, c.client_id or ""))),
         sessions=tuple(tracker.session_lives()),
         findings=tuple(findings),
-        savings=savings.result().to_json(),
+        savings=run.savings.result().to_json(),
     )
 
 

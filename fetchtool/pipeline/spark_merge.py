@@ -1,9 +1,10 @@
 """Stage 3 of the Spark engine (per broker, on executors) and the driver-side merge into one Analysis.
 
-`analyze_broker` runs the analysis cores (SessionTracker, FindingsEngine, SavingsEstimator) over one broker's
-items in request order, exactly as fetchtool.analysis.run.analyze_items does over everything; it also notes the
-run-wide position (the request-order sort key) at which each client, address, session and software string was
-first seen, so `merge` can give lists the order one sequential pass would have given them.
+`analyze_broker` feeds one broker's items, in request order, to the per-item step the polars engine runs over
+everything (fetchtool.analysis.run.AnalysisPass); it also notes the run-wide position (the request-order sort
+key) at which each client, address, broker, software string, session and request kind was first seen, so
+`merge` can give lists and dicts the order one sequential pass would have given them, however the exchanges
+were split across brokers.
 """
 
 from __future__ import annotations
@@ -14,26 +15,30 @@ from itertools import islice
 
 from fetchtool.analysis.findings import FindingsEngine
 from fetchtool.analysis.model import Analysis, ClientSummary
-from fetchtool.analysis.run import _Totals
+from fetchtool.analysis.run import AnalysisPass, _Totals
 from fetchtool.analysis.savings import SavingsEstimator
-from fetchtool.analysis.tracker import SessionTracker, host_of
-from fetchtool.exchange import Exchange
+from fetchtool.analysis.tracker import SessionTracker, TrackedClient
 
 
 @dataclass
 class _Client:
-    client_id: str | None
-    host: str
+    """A client as one broker saw it, and where (sort key) each of its values was first seen."""
+
+    tracked: TrackedClient
     addresses: dict = field(default_factory=dict)  # value -> first sort key
     brokers: dict = field(default_factory=dict)
     software: dict = field(default_factory=dict)
     sessions: dict = field(default_factory=dict)
     kinds: dict = field(default_factory=dict)
-    versions: Counter = field(default_factory=Counter)
-    kind_counts: Counter = field(default_factory=Counter)
-    errors: Counter = field(default_factory=Counter)
-    exchanges: int = 0
-    nsessions: int = 0
+
+    def note(self, key) -> None:
+        """Note ``key`` for the values the exchange just fed added (the tracker's dicts only grow, in order)."""
+        t = self.tracked
+        for seen, notes in ((t.addresses, self.addresses), (t.brokers, self.brokers), (t.software, self.software),
+                            (t.sessions, self.sessions), (t.kinds, self.kinds)):
+            if len(seen) > len(notes):
+                for value in islice(seen, len(notes), None):
+                    notes[value] = key
 
 
 @dataclass
@@ -51,20 +56,13 @@ class BrokerPart:
     files: dict = field(default_factory=dict)  # file -> first sort key
 
 
-def _note(d: dict, value, key) -> None:
-    if value not in d:
-        d[value] = key
-
-
 def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, cache_shards=None,
                    savings_of=None) -> BrokerPart:
     """items: (sort key, Exchange | OrphanResponse) of one broker, in request order. ``savings_of``: which
     exchanges the savings count (fetchtool.analysis.run.savings_filter; None: all)."""
-    tracker = SessionTracker()
-    engine = FindingsEngine(cache_slots, cache_shards)
-    engine.last_ts = last_ts  # RESPONSE_MISSING compares with the end of the whole capture, not of this broker
-    totals = _Totals()
-    savings = SavingsEstimator()
+    run = AnalysisPass(cache_slots, cache_shards, savings_of)
+    run.engine.last_ts = last_ts  # RESPONSE_MISSING compares with the end of the whole capture, not of this broker
+    sessions = run.tracker.sessions
     first_seen: dict[int, tuple] = {}  # id(TrackedSession) -> sort key
     notes: dict[tuple, _Client] = {}
     first_key = None
@@ -72,43 +70,25 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
     for key, it in items:
         if first_key is None:
             first_key = key
-        if not isinstance(it, Exchange):
-            engine.request_missing(it.file, it.frame, it.ts, it.client, it.broker)
+        n_sessions = len(sessions)
+        obs = run.feed(it)
+        if obs is None:  # an OrphanResponse
             continue
-        totals.add(it)
-        _note(files, it.file, key)
-        n_sessions = len(tracker.sessions)
-        engine.observe(tracker.feed(it))
-        if savings_of is None or savings_of(it):
-            savings.feed(it)
-        for s in tracker.sessions[n_sessions:]:
+        if it.file not in files:
+            files[it.file] = key
+        for s in islice(sessions, n_sessions, None):
             first_seen[id(s)] = key
-        ckey = (host_of(it.client), it.client_id)
-        c = notes.get(ckey)
+        tc = obs.client
+        c = notes.get((tc.host, tc.client_id))
         if c is None:
-            c = notes[ckey] = _Client(it.client_id, ckey[0])
-        _note(c.addresses, it.client, key)
-        _note(c.brokers, it.broker, key)
-        if it.client_software:
-            _note(c.software, it.client_software, key)
-        tc = tracker.clients[ckey]
-        if len(tc.sessions) > c.nsessions:  # new sessions are appended: look at the new ones only
-            for skey in islice(tc.sessions, c.nsessions, None):
-                _note(c.sessions, skey, key)
-            c.nsessions = len(tc.sessions)
-    findings = engine.finish(tracker)
-    for ckey, tc in tracker.clients.items():
-        c = notes[ckey]
-        c.versions.update(tc.versions)
-        c.kind_counts.update(tc.kinds)
-        for k in tc.kinds:
-            _note(c.kinds, k, first_key)
-        c.errors.update(tc.errors)
-        c.exchanges = tc.exchanges
-    sessions = [(first_seen[id(s)], s.life()) for s in tracker.sessions]
+            c = notes[(tc.host, tc.client_id)] = _Client(tc)
+        c.note(key)
+    findings = run.engine.finish(run.tracker)
+    lives = [(first_seen[id(s)], s.life()) for s in sessions]
+    savings = run.savings
     # per-stream models are not needed any more: do not ship them to the driver
     savings.streams, savings._by_session = {}, {}
-    return BrokerPart(broker, totals, tracker.broker_summaries(), sessions, notes,
+    return BrokerPart(broker, run.totals, run.tracker.broker_summaries(), lives, notes,
                       list(enumerate(findings)), savings, first_key or (), files)
 
 
@@ -152,25 +132,26 @@ def _ordered(dicts) -> tuple:
 
 
 def _merge_clients(parts: list[BrokerPart]) -> list[ClientSummary]:
+    """One TrackedClient per client from its per-broker ones (counts add up, values in order of first sight),
+    summarised as the tracker summarises the one-pass client."""
     groups: dict[tuple, list[_Client]] = {}
     for p in parts:
         for ckey, c in p.clients.items():
             groups.setdefault(ckey, []).append(c)
     out = []
     for (host, client_id), cs in groups.items():
-        versions, kinds, errors = Counter(), Counter(), Counter()
+        merged = TrackedClient(client_id, host)
+        kinds: Counter = Counter()
         for c in cs:
-            versions.update(c.versions)
-            kinds.update(c.kind_counts)
-            errors.update(c.errors)
-        out.append(ClientSummary(
-            client_id=client_id, host=host, addresses=_ordered(c.addresses for c in cs),
-            brokers=_ordered(c.brokers for c in cs), software=_ordered(c.software for c in cs),
-            fetch_versions={f"v{v}": n for v, n in sorted(versions.items())},
-            request_kinds={k: kinds[k] for k in _ordered(c.kinds for c in cs)},
-            exchanges=sum(c.exchanges for c in cs), sessions=_ordered(c.sessions for c in cs),
-            errors={str(k): v for k, v in sorted(errors.items())},
-        ))  # fmt: skip
+            merged.versions.update(c.tracked.versions)
+            merged.errors.update(c.tracked.errors)
+            merged.exchanges += c.tracked.exchanges
+            kinds.update(c.tracked.kinds)
+        for name in ("addresses", "brokers", "software", "sessions"):
+            setattr(merged, name, dict.fromkeys(_ordered(getattr(c, name) for c in cs)))
+        for kind in _ordered(c.kinds for c in cs):
+            merged.kinds[kind] = kinds[kind]
+        out.append(merged.summary())
     return out
 
 
