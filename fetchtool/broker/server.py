@@ -52,6 +52,8 @@ class Broker:
         self.core.state.port = self.port
         self.log.info("broker listening on %s:%d (cache slots=%d shards=%d eviction_ms=%d)", self.config.host,
                       self.port, self.config.cache_slots, self.config.cache_shards, self.config.eviction_ms)
+        if self.core.state.host != self.config.host:  # said once: clients connect to this, not to the bind address
+            self.log.info("advertising %s:%d to clients (Metadata, FindCoordinator)", self.core.state.host, self.port)
         return self.port
 
     async def stop(self) -> None:

@@ -11,10 +11,27 @@ from fetchtool.broker.logs import Topic, TopicMap
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
 
 
+# Addresses that bind every interface: a client cannot connect to one, so the broker never advertises it.
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+
+
+def advertised_default(host: str | None) -> str:
+    """The host the broker tells clients to connect to (Metadata, FindCoordinator) when no advertised host is
+    given: the bound host, or for a wildcard bind the loopback address of its family. Kafka refuses to start
+    with 0.0.0.0 advertised and, for a listener with no host, advertises the canonical host name; this test broker
+    takes loopback instead: always connectable from this machine, no DNS lookup that may block or name a host that
+    does not resolve. Clients on other machines need an explicit advertised host (the broker command's
+    --advertised-host), as they need advertised.listeners in Kafka."""
+    if host is None or host in WILDCARD_HOSTS:
+        return "::1" if host == "::" else "127.0.0.1"
+    return host
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
-    host: str = "127.0.0.1"
+    host: str = "127.0.0.1"  # the address to bind
     port: int = 9092
+    advertised_host: str | None = None  # Kafka's advertised.listeners host; None: advertised_default(host)
     node_id: int = 0
     cluster_id: str = "fetchtool"
     cache_slots: int = DEFAULT_MAX_SLOTS
@@ -45,7 +62,8 @@ class BrokerState:
 
     @property
     def host(self) -> str:
-        return self.config.host
+        """The advertised host, which Metadata and FindCoordinator send clients to (never a wildcard bind)."""
+        return self.config.advertised_host or advertised_default(self.config.host)
 
     @property
     def node_id(self) -> int:

@@ -30,7 +30,7 @@ import typer
 
 from fetchtool.broker.admin import serve_admin
 from fetchtool.broker.server import Broker
-from fetchtool.broker.state import BrokerConfig
+from fetchtool.broker.state import WILDCARD_HOSTS, BrokerConfig
 from fetchtool.commands.output import bad_option, check_port, check_positive, fail, warn
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
 
@@ -93,8 +93,22 @@ def _check_options(port: int, admin_port: int | None, cache_slots: int, cache_sh
              "no incremental fetch session will be created (as in Kafka)")
 
 
+def _advertised_host(value: str | None) -> str | None:
+    """--advertised-host as Metadata carries it: no brackets around an IPv6 address ("[::1]" -> "::1")."""
+    if value is None:
+        return None
+    host = value.strip().removeprefix("[").removesuffix("]")
+    if host in WILDCARD_HOSTS:  # as Kafka, which refuses to start with 0.0.0.0 advertised: nobody can connect to it
+        bad_option(f"--advertised-host must be an address clients can connect to, got {value!r}")
+    return host
+
+
 def main(
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on."),
+    advertised_host: str = typer.Option(
+        None, "--advertised-host", help="host clients are told to connect to (Metadata, FindCoordinator), as "
+                                        "Kafka's advertised.listeners; default: --host, or loopback when --host "
+                                        "binds every interface (0.0.0.0, ::, \"\")."),
     port: int = typer.Option(9092, "--port", help="port to listen on; 0 picks a free port."),
     cache_slots: int = typer.Option(DEFAULT_MAX_SLOTS, "--cache-slots", help="max.incremental.fetch.session.cache.slots."),
     cache_shards: int = typer.Option(DEFAULT_SHARDS, "--cache-shards", help="session cache shards (8 since Kafka 3.8, 1 before)."),
@@ -115,11 +129,13 @@ def main(
 ) -> None:
     _check_options(port, admin_port, cache_slots, cache_shards, eviction_ms, auto_create_partitions,
                    max_frame_bytes, idle_timeout_ms, partial_frame_timeout_ms, max_connections)
+    advertised = _advertised_host(advertised_host)
     topics = _parse_topics(topic or [])
-    config = BrokerConfig(host=host, port=port, cache_slots=cache_slots, cache_shards=cache_shards,
-                          eviction_ms=eviction_ms, auto_create_partitions=auto_create_partitions,
-                          max_frame_bytes=max_frame_bytes, idle_timeout_ms=idle_timeout_ms,
-                          partial_frame_timeout_ms=partial_frame_timeout_ms, max_connections=max_connections)
+    config = BrokerConfig(host=host, port=port, advertised_host=advertised, cache_slots=cache_slots,
+                          cache_shards=cache_shards, eviction_ms=eviction_ms,
+                          auto_create_partitions=auto_create_partitions, max_frame_bytes=max_frame_bytes,
+                          idle_timeout_ms=idle_timeout_ms, partial_frame_timeout_ms=partial_frame_timeout_ms,
+                          max_connections=max_connections)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
     if not verbose:
         logging.getLogger("fetchtool.broker").addFilter(lambda r: not r.getMessage().startswith("connection "))

@@ -163,3 +163,87 @@ def test_fewer_cache_slots_than_shards_warns_that_no_session_can_be_created():
     proc = _broker_process(*UNBINDABLE, "--port", "0", "--cache-slots", "4")
     assert "warning: --cache-slots 4 over 8 shards leaves 0 slots per shard" in proc.stderr
     assert proc.returncode == 1 and _error_line(proc.stderr)
+
+
+@pytest.fixture
+def broker_command():
+    """broker_command(*options) -> (process, bound port) of `fetchtool broker --port 0 ...`, stopped after the test."""
+    started: list[subprocess.Popen] = []
+
+    def start(*options: str) -> tuple[subprocess.Popen, int]:
+        proc = subprocess.Popen([sys.executable, "-m", "fetchtool.cli", "broker", "--port", "0", *options],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started.append(proc)
+        ready = proc.stdout.readline().strip()
+        match = re.fullmatch(r"listening on .*:(\d+)", ready)
+        assert match, (ready, proc.stderr.read() if proc.poll() is not None else "")
+        return proc, int(match.group(1))
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def _kafka_python_round_trip(bootstrap: str, topic: str) -> tuple[set[str], list[bytes], int]:
+    """A real kafka-python producer, consumer (manual assignment, offsets committed to the group coordinator) and
+    admin client against one broker: (broker hosts Metadata advertised, values read back, committed offset)."""
+    kafka = pytest.importorskip("kafka")
+    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        hosts = {b["host"] for b in admin.describe_cluster()["brokers"]}
+    finally:
+        admin.close()
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=10_000, max_block_ms=10_000)
+    try:
+        for i in range(5):
+            producer.send(topic, value=f"v{i}".encode(), partition=0)
+        producer.flush(10)
+    finally:
+        producer.close(5)
+    tp = kafka.TopicPartition(topic, 0)
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id="advertised", enable_auto_commit=False,
+                                   auto_offset_reset="earliest", fetch_max_wait_ms=100, request_timeout_ms=10_000)
+    got: list[bytes] = []
+    try:
+        consumer.assign([tp])
+        deadline = time.monotonic() + 15
+        while len(got) < 5 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                got.extend(r.value for r in records)
+        consumer.commit()  # FindCoordinator, then OffsetCommit on the coordinator it names
+        committed = consumer.committed(tp)
+    finally:
+        consumer.close()
+    return hosts, got, committed
+
+
+def test_a_broker_bound_to_every_interface_advertises_an_address_clients_can_connect_to(broker_command):
+    # The one test that binds 0.0.0.0: that is the case under test. The client still connects via 127.0.0.1.
+    proc, port = broker_command("--host", "0.0.0.0", "--topic", "wild:1")
+    hosts, got, committed = _kafka_python_round_trip(f"127.0.0.1:{port}", "wild")
+    assert hosts == {"127.0.0.1"}  # not 0.0.0.0, which Kafka itself refuses to advertise
+    assert got == [f"v{i}".encode() for i in range(5)] and committed == 5
+    proc.terminate()
+    assert proc.wait(10) == 0
+    err = proc.stderr.read()
+    assert f"advertising 127.0.0.1:{port} to clients" in err and "Traceback" not in err
+
+
+def test_advertised_host_is_what_metadata_and_find_coordinator_send_clients_to(broker_command):
+    _proc, port = broker_command("--host", "127.0.0.1", "--advertised-host", "localhost", "--topic", "named:1")
+    hosts, got, committed = _kafka_python_round_trip(f"127.0.0.1:{port}", "named")
+    assert hosts == {"localhost"}
+    assert len(got) == 5 and committed == 5
+
+
+@pytest.mark.parametrize("value", ["0.0.0.0", "::", "[::]", ""])
+def test_a_wildcard_advertised_host_is_refused_as_kafka_does(value):
+    proc = _broker_process(*UNBINDABLE, "--advertised-host", value)
+    assert proc.returncode == 2
+    assert "--advertised-host" in _error_line(proc.stderr) and repr(value) in proc.stderr
