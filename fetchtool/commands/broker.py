@@ -6,7 +6,9 @@ consume with manual partition assignment. Fetch v4-17 goes through the same
 session engine as `simulate` and `replay`: session ids, epochs, errors
 70/71/106 and evictions behave as in Apache Kafka. Prints
 `listening on HOST:PORT` on stdout when ready, logs sessions created,
-evicted and errors on stderr, stops on SIGINT/SIGTERM.
+evicted and errors on stderr, stops on SIGINT/SIGTERM. Clients are sent
+(Metadata, FindCoordinator) to --advertised-host: by default --host, or
+127.0.0.1 when --host is 0.0.0.0; clients on other machines need it set.
 
 Fault injection from another process: SIGUSR1 drops every fetch session
 (as a broker restart; clients then get FETCH_SESSION_ID_NOT_FOUND).
