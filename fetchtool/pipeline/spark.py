@@ -203,7 +203,19 @@ def _report(names: list[str], small: list, stats: dict[int, tuple[CaptureStats, 
         rep.add_capture(stats[idx][0])
     for _t, part, _last in (r for r in small if r[0] == "report"):
         rep.merge(part)
+    # Dicts in the order one sequential decode fills them: by where each key was first learnt.
+    rep.client_software = _by_first(rep.client_software, ((r[1], r[2]) for r in small if r[0] == "software"))
+    rep.topic_names = _by_first(rep.topic_names, ((r[2], r[4]) for r in small if r[0] == "name"))
     return rep
+
+
+def _by_first(d: dict, places) -> dict:
+    """``d`` ordered by the least (set, frame) each key has in ``places`` ((key, (set, frame)) pairs)."""
+    first: dict = {}
+    for key, place in places:
+        if key not in first or place < first[key]:
+            first[key] = place
+    return {k: d[k] for k in sorted(d, key=lambda k: first.get(k, (float("inf"),)))}
 
 
 def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: int | None = None,

@@ -24,7 +24,7 @@ import os
 import re
 import tempfile
 from collections import Counter
-from itertools import groupby
+from itertools import groupby, islice
 
 from fetchtool.capture.events import ConnectionClosed, Endpoint, Segment
 from fetchtool.capture.packets import CaptureStats, iter_segments
@@ -173,6 +173,7 @@ def decode_flows(rows, labels: dict, ports: frozenset[int] | None, ends: dict):
       ("item", sort key, flow key, item)          Exchange / OrphanResponse with flow-local connection ids
       ("conn", (set, frame), flow key, local id)  where each connection's first stream event is
       ("name", broker, topic id, name, (set, frame))  a Metadata response named a topic id
+      ("software", client, (set, frame))          an ApiVersions request named the client's software
       ("report", DecodeReport, last ts)           this partition's protocol counters, latest exchange time
       ("stats", file index, packets, bytes, TCP segments, non-TCP packets, warnings, error or None)
     """
@@ -205,6 +206,8 @@ def _decode_flow(flow, rows, label, ports, report, end_frame, end_ts, last):
     firsts: list[int] = []
     seen: set[int] = set()
     learnt: list = []
+    software = report.client_software
+    named: list = []  # (client, frame): where this flow's clients named their software
 
     def events():
         reasm = TcpReassembler()
@@ -214,10 +217,17 @@ def _decode_flow(flow, rows, label, ports, report, end_frame, end_ts, last):
                                          truncated)):
                 _first(ev)
                 yield ev
+                _software()  # decode_events asks for the next event once it has decoded this one
         now[0] = end_frame
         for ev in reasm.finish(end_frame, end_ts):
             _first(ev)
             yield ev
+            _software()
+
+    def _software():
+        # The report's client_software is in the order one sequential decode learns it: remember where.
+        if len(software) > len(named) + known:
+            named.extend((client, now[0]) for client in islice(software, len(named) + known, None))
 
     def _first(ev):
         # decode_events numbers connections in order of their first data/gap event: remember where that was.
@@ -227,6 +237,7 @@ def _decode_flow(flow, rows, label, ports, report, end_frame, end_ts, last):
 
     set_idx = flow[0]
     base = report.connections  # decode_events numbers this flow's connections base+1, base+2, ...
+    known = len(software)  # clients other flows of this partition named
     seq = 0
     for it in decode_events(events(), label, ports, report, _Names(now, learnt)):
         if isinstance(it, Exchange):
@@ -241,6 +252,8 @@ def _decode_flow(flow, rows, label, ports, report, end_frame, end_ts, last):
         yield ("conn", (set_idx, frame), flow, base + 1 + i)
     for broker, topic_id, name, frame in learnt:
         yield ("name", broker, topic_id, name, (set_idx, frame))
+    for client, frame in named:
+        yield ("software", client, (set_idx, frame))
 
 
 # -- between stage 2 and 3: run-wide connection ids and topic names ------------------------------------------

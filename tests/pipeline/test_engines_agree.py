@@ -5,13 +5,15 @@ merges the parts on the driver; the polars engine sees every exchange in one pas
 dicts in a client summary that one pass orders by first sight must come out of the merge in the same order,
 however the exchanges were split across brokers. The scenario interleaves the client's request kinds across
 the brokers: a session on broker A, a sessionless fetch on broker B, then incremental fetches on A, so a merge
-that orders by broker rather than by first sight gives a different report.
+that orders by broker rather than by first sight gives a different report. The same holds for the decode
+report, whose dicts Spark merges from per-partition parts (the clients' software, by where it was learnt).
 """
 
 from __future__ import annotations
 
 import json
 from itertools import groupby
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +88,15 @@ def test_per_broker_parts_merge_into_the_one_pass_report(two_brokers):
 @pytest.mark.spark
 def test_spark_and_polars_give_the_same_report_for_a_client_on_two_brokers(spark, two_brokers):
     assert report(analyze_spark([two_brokers], spark=spark)) == report(analyze_capture([two_brokers]))
+
+
+CAPTURES = Path(__file__).resolve().parents[2] / "captures"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", ["kafka-python-tansu.pcap", "scenarios-real/kafka-python-cache-full.pcap"])
+def test_the_decode_report_names_client_software_in_the_order_one_decode_learns_it(spark, name):
+    # Several connections send ApiVersions; Spark decodes their flows in different partitions.
+    polars = report(analyze_capture([CAPTURES / name]))
+    assert len(json.loads(polars)["capture"]["decode"]["client_software"]) >= 2
+    assert report(analyze_spark([CAPTURES / name], spark=spark)) == polars
