@@ -21,13 +21,15 @@ failed in the same broker restart, a concurrent request the broker processed fir
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from fetchtool.sessions.cache import FetchSessionCache
 from fetchtool.sessions.errors import SessionIdOutOfRange
 from fetchtool.sessions.metadata import MAX_INT
 
-from .tracker import LiveSessions, SentRequest, TrackedBroker, TrackedSession
+from .tracker import PRESUMED, LiveSessions, SentRequest, TrackedBroker, TrackedSession
 
 LATER = 4  # requests of the same session after a 71 kept as evidence
 
@@ -111,6 +113,10 @@ class NotFoundResolver:
         self.shards = cache_shards if cache_shards else (8 if cache_slots is not None else None)
         self._cache = FetchSessionCache(cache_slots, self.shards, record_events=False) if cache_slots is not None else None
         self._live: dict[str, LiveSessions] = {}
+        self._shard_live: dict[tuple[str, int], LiveSessions] = {}  # (broker, shard number), presumed rule
+        self._peers: dict[str, tuple] = {}
+        self._restarts: dict[tuple[str, int, int], Cause | None] = {}
+        self._by_last_request: dict[str, list[tuple[float, TrackedSession]]] = {}
 
     def cause(self, p: PendingError) -> Cause:
         s, ex = p.session, p.ex
@@ -145,25 +151,55 @@ class NotFoundResolver:
         s = p.session
         if not s.error_conn_changed or s.last_success is None:
             return None
-        peers = [t for t in self.by_broker[s.broker] if t.error_ts is not None and t.error_conn_changed
-                 and t.last_success is not None]  # fmt: skip
-        group = [t for t in peers if t.error_ts >= s.last_success.ts and t.last_success.ts <= s.error_ts]
-        window_start = max(t.last_success.ts for t in group)
-        window_end = min(t.error_ts for t in group)
+        since, failed = s.last_success.ts, s.error_ts
+        peers, errors, last_oks = self._restart_peers(s.broker)
+        # The group is the peers failing since `since` and last successful by `failed`: two cuts of sorted
+        # lists name it, so the errors of one restart (which share their group) are judged once.
+        key = (s.broker, bisect_left(errors, since), bisect_right(last_oks, failed))
+        if key not in self._restarts:
+            self._restarts[key] = self._judge_restart(s.broker, [r for r in peers if r[1] >= since and r[0] <= failed])
+        return self._restarts[key]
+
+    def _judge_restart(self, broker: str, group: list[tuple[float, float, TrackedSession]]) -> Cause | None:
+        if not group:  # a success after the session's first 70 (an id the capture shows reused): no window
+            return None
+        window_start = max(last_ok for last_ok, _error, _t in group)
+        window_end = min(error for _last_ok, error, _t in group)
         if window_start > window_end:
             return None
-        members = {id(t) for t in group}
-        for t in self.by_broker[s.broker]:
+        members = {id(t) for _last_ok, _error, t in group}
+        for last_request, t in self._latest_first(broker):
+            if last_request <= window_end:
+                break  # none of the rest was used after the window: none can show that the cache survived
             if id(t) in members:
                 continue
             created = t.created_ts if t.created_ts is not None else float("-inf")
             if created > window_start or (t.closed_ts is not None and t.closed_ts <= window_start):
                 continue
-            if t.last_request_ts is not None and t.last_request_ts > window_end:
-                return None  # a session from before survived: the broker kept its cache
+            return None  # a session from before survived: the broker kept its cache
         n = len(group)
         return Cause("broker_restart", f"{'all ' + str(n) + ' sessions' if n > 1 else 'the only session'} on "
-                                       f"{s.broker} failed at once after the clients reconnected")  # fmt: skip
+                                       f"{broker} failed at once after the clients reconnected")  # fmt: skip
+
+    # Built once per broker: the sessions' state is final when the causes are resolved.
+    def _restart_peers(self, broker: str) -> tuple[list[tuple[float, float, TrackedSession]], list[float], list[float]]:
+        """(last success, first 70, session) of the broker's sessions that failed with 70 on a new connection
+        after a success, with their first-70 times and their last-success times, each sorted."""
+        peers = self._peers.get(broker)
+        if peers is None:
+            rows = [(t.last_success.ts, t.error_ts, t) for t in self.by_broker[broker]
+                    if t.error_ts is not None and t.error_conn_changed and t.last_success is not None]  # fmt: skip
+            peers = self._peers[broker] = (rows, sorted(r[1] for r in rows), sorted(r[0] for r in rows))
+        return peers
+
+    def _latest_first(self, broker: str) -> list[tuple[float, TrackedSession]]:
+        """(last request, session) of the broker's sessions, latest first."""
+        order = self._by_last_request.get(broker)
+        if order is None:
+            order = self._by_last_request[broker] = sorted(
+                ((t.last_request_ts, t) for t in self.by_broker[broker] if t.last_request_ts is not None),
+                key=itemgetter(0), reverse=True)  # fmt: skip
+        return order
 
     # evicted: a full cache (or shard) and a newer session created between the victim's last success and its error.
     def _evicted(self, p: PendingError) -> Cause | None:
@@ -203,20 +239,23 @@ class NotFoundResolver:
             return None
 
     def _presumed_live(self, broker: str, newcomer: TrackedSession, shard) -> int:
-        """Sessions the broker held just before `newcomer` was created, in its shard (as far as the capture shows)."""
-        t = newcomer.created_ts
-        count = 0
+        """Sessions the broker held in `newcomer`'s shard when it was created (as far as the capture shows):
+        LiveSessions' presumed rule, one per (broker, shard)."""
+        key = (broker, shard.shard_num)
+        lives = self._shard_live.get(key)
+        if lives is None:
+            self._group_by_shard(broker)  # every shard of this broker at once
+            lives = self._shard_live[key]
+        return lives.before(newcomer.created_ts)
+
+    def _group_by_shard(self, broker: str) -> None:
+        groups: dict[int, list[TrackedSession]] = {k.shard_num: [] for k in self._cache.shards}
         for x in self.by_broker[broker]:
-            if x is newcomer or self._shard(x.session_id) is not shard:
-                continue
-            created = x.created_ts if x.created_ts is not None else float("-inf")
-            if created >= t:
-                continue
-            gone = [v for v in (x.closed_ts, x.error_ts) if v is not None]
-            if gone and min(gone) < t:
-                continue
-            count += 1
-        return count
+            shard = self._shard(x.session_id)
+            if shard is not None:
+                groups[shard.shard_num].append(x)
+        for num, members in groups.items():
+            self._shard_live[(broker, num)] = LiveSessions(members, rule=PRESUMED)
 
     def _lives(self, broker: str) -> LiveSessions:
         """When the broker's sessions were certainly in its cache; its peak is the inferred slot limit."""

@@ -156,17 +156,34 @@ class TrackedClient:
         )  # fmt: skip
 
 
-class LiveSessions:
-    """When a broker's sessions were in its cache, as the capture shows it; ``at`` and ``peak`` count them.
+# The rules LiveSessions reads a session's time in the broker's cache by (see its docstring).
+PROVEN, SHOWN, PRESUMED = "proven", "shown", "presumed"
 
-    ``proven``: only from a session's creation to its last successful request (the broker looked it up then),
-    the spans during which the capture proves it was cached. Otherwise until the capture shows it gone: a
-    closed session until its close, one found missing (70) until its last success (when it left is not on the
-    wire), one never seen to end until the end of the capture (an abandoned session stays cached).
+
+class LiveSessions:
+    """When a broker's sessions (or one shard's) were in its cache, as the capture shows it; ``at``,
+    ``before`` and ``peak`` count them.
+
+    Every rule reads the wire the same way: the broker drops a session only when a full request names it, when
+    an incremental request forgets its last partition, or to make room for a new one (eviction, the one exit
+    the wire does not show); a 70 proves it gone by then. Errors 71/106 leave it cached, and so does a client
+    that simply starts over with (0, 0): that session stays until evicted. The rules differ in what they
+    assume about the exit the wire does not show:
+
+    * ``proven``: from creation to its last successful request only (the broker looked it up then).
+    * ``shown`` (a lower bound, ``max_live_sessions``): until the capture shows it gone: a closed session until
+      its close, one found missing (70, or its id issued again) until its last success, one never seen to end
+      until the end of the capture (an abandoned session stays cached).
+    * ``presumed`` (an upper bound, the eviction check): from creation until the capture shows it gone: any
+      ended session (closed, emptied, found missing, its id issued again) until the request that ended it,
+      one never seen to end until the end of the capture. A session the capture first meets is presumed
+      cached since before the capture.
     """
 
-    def __init__(self, sessions: Iterable[TrackedSession], proven: bool = True) -> None:
-        self.proven = proven
+    def __init__(self, sessions: Iterable[TrackedSession], rule: str = PROVEN) -> None:
+        if rule not in (PROVEN, SHOWN, PRESUMED):
+            raise ValueError(f"unknown rule {rule!r}")
+        self.rule = rule
         spans = [span for span in map(self._span, sessions) if span is not None]
         self._starts = sorted(start for start, _end, _closed in spans)
         self._ends = sorted(end for _start, end, closed in spans if not closed)
@@ -176,9 +193,15 @@ class LiveSessions:
         """(start, end, closed): a closed session is gone AT its close (the request that closes a session
         may create the next one at the same instant); any other is still there at its end."""
         start = s.created_ts if s.created_ts is not None else float("-inf")
-        if not self.proven and s.end == ALIVE:
+        if self.rule == PRESUMED:
+            if s.end == ALIVE or s.end_ts is None:
+                return start, float("inf"), False
+            # Gone AT the request that ended it (Kafka removes a named session before creating the next one);
+            # a span that ends where it starts was never in the cache between two requests.
+            return (start, s.end_ts, True) if s.end_ts > start else None
+        if self.rule == SHOWN and s.end == ALIVE:
             return start, float("inf"), False
-        if not self.proven and s.end == CLOSED and s.end_ts is not None:
+        if self.rule == SHOWN and s.end == CLOSED and s.end_ts is not None:
             return start, s.end_ts, True
         if s.last_success is not None and s.last_success.ts is not None:
             return start, s.last_success.ts, False
@@ -191,6 +214,12 @@ class LiveSessions:
         if span is not None and span[0] <= t and (t < span[1] if span[2] else t <= span[1]):
             n -= 1
         return n
+
+    def before(self, t: float) -> int:
+        """How many sessions the cache held when a session created at ``t`` asked for a slot: those created
+        before ``t`` and not gone by then (a session closed at ``t`` is gone: the same full request closed it)."""
+        # A gone-at span ending by t started before t (empty spans are not kept under the presumed rule).
+        return bisect_left(self._starts, t) - bisect_left(self._ends, t) - bisect_right(self._closes, t)
 
     @cached_property   # the spans never change once built; the 70 resolver asks once per (error, newcomer)
     def peak(self) -> int:
@@ -218,7 +247,7 @@ class TrackedBroker:
         return BrokerSummary(
             broker=self.broker, exchanges=self.exchanges, clients=len(self.clients),
             sessions_created=len(self.created), sessions_seen=len(sessions),
-            max_live_sessions=LiveSessions(sessions, proven=False).peak,
+            max_live_sessions=LiveSessions(sessions, rule=SHOWN).peak,
             refused_creations=self.refused, errors={str(k): v for k, v in sorted(self.errors.items())},
         )  # fmt: skip
 
@@ -466,4 +495,4 @@ def _sent(ex: Exchange, epoch: int) -> SentRequest:
 
 
 __all__ = ["SessionTracker", "Observation", "TrackedSession", "TrackedClient", "TrackedBroker", "SentRequest",
-           "FETCH", "host_of"]  # fmt: skip
+           "LiveSessions", "PROVEN", "SHOWN", "PRESUMED", "FETCH", "host_of"]  # fmt: skip
