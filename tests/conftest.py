@@ -1,4 +1,4 @@
-"""Shared fixtures for the real peers fetchtool is tested against: tshark 4.4 and the tansu broker.
+"""Shared fixtures for the real peers fetchtool is tested against: tshark 4.4, the tansu broker and Spark.
 
 Where the peers come from (see tools/):
   tshark 4.4  env FETCHTOOL_TSHARK, else /opt/tshark44/tshark   (tools/install_tshark44.sh)
@@ -261,3 +261,20 @@ def tansu_broker(tansu: str) -> Iterator[TansuBroker]:
             yield TansuBroker(LOOPBACK, port, create_topic)
         finally:
             _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One SparkSession (local[2]) for every Spark test: Spark takes ~10 s to start, so it starts once.
+    Without pyspark (or Java) the tests skip, except under CI (CI set), where a missing Spark is a failure."""
+    try:
+        from fetchtool.pipeline.spark import SparkUnavailable, spark_session
+
+        session = spark_session("local[2]")
+    except SparkUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"Spark is required in CI: {exc}")
+        pytest.skip(str(exc))
+    session.conf.set("spark.sql.shuffle.partitions", "4")
+    yield session
+    session.stop()
