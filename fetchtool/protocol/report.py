@@ -82,7 +82,8 @@ class DecodeReport:
             "gaps": self.gaps,
             "lost_bytes": self.lost_bytes,
             "skipped_bytes": self.skipped_bytes,
-            "warnings": {c: {"count": n, "examples": self.warning_examples.get(c, [])} for c, n in self.warnings.items()},
+            "warnings": {c: {"count": n, "examples": self.warning_examples.get(c, [])}
+                         for c, n in _most_frequent_first(self.warnings.items())},
             "client_software": dict(self.client_software),
             "topic_names": dict(self.topic_names),
         }
@@ -108,14 +109,20 @@ class DecodeReport:
 
     def warning_lines(self) -> list[str]:
         """One line per kind of warning, most frequent first, with its count."""
-        return _warning_lines(self.warnings.most_common(), self.warning_examples)
+        return _warning_lines(_most_frequent_first(self.warnings.items()), self.warning_examples)
 
 
 def warning_lines(decode: dict) -> list[str]:
     """DecodeReport.warning_lines of a report in its to_dict() form (an Analysis keeps it so)."""
     warnings = decode.get("warnings", {})
-    counts = sorted(((code, w["count"]) for code, w in warnings.items()), key=lambda cn: -cn[1])
+    counts = _most_frequent_first((code, w["count"]) for code, w in warnings.items())
     return _warning_lines(counts, {code: w["examples"] for code, w in warnings.items()})
+
+
+def _most_frequent_first(counts) -> list[tuple[str, int]]:
+    """(code, count) pairs by count, then code: the same order however the counts were gathered (one decode
+    in frame order, or the Spark engine's per-partition reports merged)."""
+    return sorted(counts, key=lambda cn: (-cn[1], cn[0]))
 
 
 def _warning_lines(counts: list[tuple[str, int]], examples: dict[str, list[str]]) -> list[str]:
