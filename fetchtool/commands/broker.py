@@ -33,7 +33,7 @@ import typer
 from fetchtool.broker.admin import serve_admin
 from fetchtool.broker.server import Broker
 from fetchtool.broker.state import WILDCARD_HOSTS, BrokerConfig
-from fetchtool.commands.output import bad_option, check_port, check_positive, fail, warn
+from fetchtool.commands.output import bad_option, check_port, check_positive, fail, warn_empty_shards
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
 
 # Kafka accepts socket.request.max.bytes >= 1, but every client opens with ApiVersions and Metadata requests
@@ -89,10 +89,7 @@ def _check_options(port: int, admin_port: int | None, cache_slots: int, cache_sh
     check_positive(idle_timeout_ms, "--idle-timeout-ms")
     check_positive(partial_frame_timeout_ms, "--partial-frame-timeout-ms")
     check_positive(max_connections, "--max-connections", 1, strict=False)
-    if 0 < cache_slots < cache_shards:
-        # Legal, and Kafka divides the same way, but rarely what was meant.
-        warn(f"--cache-slots {cache_slots} over {cache_shards} shards leaves 0 slots per shard: "
-             "no incremental fetch session will be created (as in Kafka)")
+    warn_empty_shards(cache_slots, cache_shards)
 
 
 def _advertised_host(value: str | None) -> str | None:

@@ -118,6 +118,15 @@ def warn(message: str) -> None:
     typer.echo(f"warning: {message}", err=True)
 
 
+def warn_empty_shards(cache_slots: int, cache_shards: int) -> None:
+    """Kafka divides the slots among the shards by integer division: fewer slots than shards is legal but
+    creates no session at all, which is rarely what was meant (the capture may come from a broker before 3.8,
+    with one shard)."""
+    if 0 < cache_slots < cache_shards:
+        warn(f"--cache-slots {cache_slots} over {cache_shards} shards leaves 0 slots per shard: no incremental "
+             "fetch session will be created (as in Kafka 3.8+; --cache-shards 1 models a broker before 3.8)")
+
+
 def emit(text: str, output: Path | None) -> None:
     """The report to stdout, or to --output FILE."""
     if output is None:

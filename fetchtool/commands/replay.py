@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, fail, plan_or_fail,
-                                      report_console)
+                                      report_console, warn_empty_shards)
 from fetchtool.replay.clients import SESSION_MODES
 from fetchtool.replay.driver import ReplayError, ReplayOptions, ReplayRun, parse_broker, replay
 from fetchtool.replay.report import plan_summary_lines, print_replay, replay_json
@@ -52,7 +52,9 @@ def main(
     check_positive(cache_shards, "--cache-shards", 1, strict=False)
     check_positive(eviction_ms, "--eviction-ms", 0, strict=False)
     check_ports(port)
-    if broker is not None:
+    if broker is None:
+        warn_empty_shards(cache_slots, cache_shards)  # the embedded broker's cache
+    else:
         try:
             parse_broker(broker)  # the driver parses it again; here a bad value fails before the capture is read
         except ValueError as exc:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import typer
 
-from fetchtool.commands.output import check_choice, check_ports, int_list_option, plan_or_fail, report_console
+from fetchtool.commands.output import (check_choice, check_ports, int_list_option, plan_or_fail, report_console,
+                                      warn_empty_shards)
 from fetchtool.replay.clients import SESSION_MODES
 from fetchtool.replay.report import print_simulate, simulate_json
 from fetchtool.replay.simulate import SimConfig, simulate_many
@@ -42,6 +43,8 @@ def main(
     shards = int_list_option(cache_shards, "--cache-shards", minimum=1)
     evictions = int_list_option(eviction_ms, "--eviction-ms", minimum=0)
     configs = [SimConfig(s, k, e) for s in slots for k in shards for e in evictions]
+    for s, k in dict.fromkeys((c.cache_slots, c.cache_shards) for c in configs):
+        warn_empty_shards(s, k)
     plan = plan_or_fail(capture, port, "simulate")
     captured = captured_counts(plan)
     results = simulate_many(plan, configs, sessions, seed)  # one worker per core when several configs are asked

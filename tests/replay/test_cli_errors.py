@@ -79,6 +79,22 @@ def test_simulate_refuses_a_value_that_is_not_an_integer_or_below_the_minimum_as
     _refused(_invoke("simulate", THRASH, "--cache-shards", "4,0"), "--cache-shards")
 
 
+def test_fewer_slots_than_shards_is_simulated_as_kafka_does_and_said_once_per_setting():
+    # The thrash capture came from a 3-slot broker with one shard. Kafka 3.8+ gives each of 8 shards 3 // 8 = 0
+    # slots: no session at all. That is simulated faithfully, with a warning saying why, once per setting.
+    res = _invoke("simulate", THRASH, "--cache-slots", "3,3,100", "--cache-shards", "8,1", "-f", "json")
+    assert res.exit_code == 0, res.output
+    warnings = res.stderr.splitlines()
+    assert warnings == ["warning: --cache-slots 3 over 8 shards leaves 0 slots per shard: no incremental fetch "
+                        "session will be created (as in Kafka 3.8+; --cache-shards 1 models a broker before 3.8)"]
+    created = {(c["cache_slots"], c["cache_shards"]): c["totals"]["sessions_created"]
+               for c in json.loads(res.stdout)["configs"]}
+    assert created[(3, 8)] == 0 and created[(3, 1)] == 5 and created[(100, 8)] == 5
+    # replay says it for its embedded broker before anything runs; a real broker's cache is not ours to judge
+    assert "leaves 0 slots per shard" in _invoke("replay", THRASH, "--cache-slots", "3", "--dry-run").stderr
+    assert _invoke("replay", THRASH, "--cache-slots", "3", "--cache-shards", "1", "--dry-run").stderr == ""
+
+
 @pytest.mark.parametrize("command", ["simulate", "replay"])
 def test_short_f_selects_the_format_and_a_bad_format_is_a_bad_option(command):
     extra = ["--as-fast-as-possible"] if command == "replay" else []
