@@ -12,9 +12,10 @@ from fetchtool.analysis import report_json, report_markdown, report_terminal
 from fetchtool.analysis.model import Analysis
 from fetchtool.analysis.run import analyze_capture
 from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit, fail,
-                                      report_console, warn)
+                                      report_console, warn, warn_empty_shards)
 from fetchtool.pipeline import ENGINES
 from fetchtool.protocol.report import warning_lines
+from fetchtool.sessions.cache import DEFAULT_SHARDS
 
 FORMATS = ("table", "json", "markdown")
 
@@ -28,6 +29,8 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
     check_ports(ports)
     check_positive(cache_slots, "--cache-slots", 0, strict=False)
     check_positive(cache_shards, "--cache-shards", 1, strict=False)
+    if cache_slots is not None:
+        warn_empty_shards(cache_slots, cache_shards or DEFAULT_SHARDS)
     paths = [str(p) for p in captures]
     try:
         if engine == "spark":  # the same analysis as Spark stages (fetchtool.pipeline.spark)

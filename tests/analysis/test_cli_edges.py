@@ -126,6 +126,22 @@ def test_analyze_client_filter_applies_to_the_savings_too():
     assert nobody["per_client"] == [] and nobody["total"]["exchanges"] == 0
 
 
+def test_a_cache_size_that_leaves_every_shard_empty_is_said_and_the_evictions_stay_unexplained():
+    # The thrash capture's broker had 3 slots in one shard. Told "3 slots" alone, analyze assumes Kafka 3.8's 8
+    # shards (0 slots each): no eviction can be shown, and the user is told why; with one shard both are found.
+    def causes(*args):
+        result = runner.invoke(app, ["analyze", str(THRASH), "--format", "json", *args])
+        assert result.exit_code == 0, result.output
+        found = [f.get("cause") for f in json.loads(result.stdout)["findings"]
+                 if f["code"] == "FETCH_SESSION_ID_NOT_FOUND"]
+        return found, result.stderr
+
+    found, stderr = causes("--cache-slots", "3")
+    assert found == ["unknown", "unknown"]
+    assert stderr.startswith("warning: --cache-slots 3 over 8 shards leaves 0 slots per shard")
+    assert causes("--cache-slots", "3", "--cache-shards", "1") == (["evicted", "evicted"], "")
+
+
 @pytest.mark.parametrize("command", [["analyze"], ["sessions"], ["savings"], ["decode"]])
 @pytest.mark.parametrize("port", ["99999", "0", "-5"])
 def test_a_port_out_of_range_is_a_usage_error(command, port):
