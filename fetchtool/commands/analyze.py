@@ -12,7 +12,8 @@ from fetchtool.analysis import report_json, report_markdown, report_terminal
 from fetchtool.analysis.model import Analysis
 from fetchtool.analysis.run import analyze_capture
 from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit, fail,
-                                      report_console, warn, warn_empty_shards)
+                                      report_console, warn, warn_empty_shards,
+                                      warn_if_nothing_matched)
 from fetchtool.pipeline import ENGINES
 from fetchtool.protocol.report import warning_lines
 from fetchtool.sessions.cache import DEFAULT_SHARDS
@@ -48,6 +49,7 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
         fail(str(exc) or "the capture could not be read")
     for line in warning_lines(analysis.capture.decode):
         warn(line)
+    warn_if_nothing_matched(bool(analysis.clients), client, broker)
     return analysis
 
 

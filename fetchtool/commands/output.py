@@ -118,6 +118,14 @@ def warn(message: str) -> None:
     typer.echo(f"warning: {message}", err=True)
 
 
+def warn_if_nothing_matched(matched: bool, client: str | None, broker: str | None) -> None:
+    """An empty report after --client/--broker is otherwise indistinguishable from a quiet capture."""
+    if not matched and (client is not None or broker is not None):
+        named = " and ".join(f"{opt} {value!r}" for opt, value in (("--client", client), ("--broker", broker))
+                             if value is not None)
+        warn(f"no Fetch exchange in the capture matched {named}")
+
+
 def warn_empty_shards(cache_slots: int, cache_shards: int) -> None:
     """Kafka divides the slots among the shards by integer division: fewer slots than shards is legal but
     creates no session at all, which is rarely what was meant (the capture may come from a broker before 3.8,

@@ -10,7 +10,8 @@ from typing import List, Optional
 
 import typer
 
-from fetchtool.commands.output import check_choice, check_ports, emit, fail, report_console, warn
+from fetchtool.commands.output import (check_choice, check_ports, emit, fail, report_console, warn,
+                                      warn_if_nothing_matched)
 
 FORMATS = ("table", "json", "jsonl", "markdown")
 
@@ -46,6 +47,7 @@ def main(
     for line in run.report.warning_lines():
         warn(line)
     result = est.result().to_json()
+    warn_if_nothing_matched(result["total"]["exchanges"] > 0, client, broker)
     if format == "jsonl":
         text = "\n".join(lines) + ("\n" if lines else "")
     elif format == "json":

@@ -126,6 +126,16 @@ def test_analyze_client_filter_applies_to_the_savings_too():
     assert nobody["per_client"] == [] and nobody["total"]["exchanges"] == 0
 
 
+@pytest.mark.parametrize("command", ["analyze", "savings"])
+def test_a_filter_that_matches_nothing_says_so_instead_of_an_empty_report(command):
+    quiet = runner.invoke(app, [command, str(THRASH), "--client", "svc-x", "--format", "json"])
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stderr == "warning: no Fetch exchange in the capture matched --client 'svc-x'\n"
+    both = runner.invoke(app, [command, str(THRASH), "--client", "svc-a", "--broker", "10.9.9.9"])
+    assert "matched --client 'svc-a' and --broker '10.9.9.9'" in both.stderr
+    assert runner.invoke(app, [command, str(THRASH), "--client", "svc-a"]).stderr == ""
+
+
 def test_a_cache_size_that_leaves_every_shard_empty_is_said_and_the_evictions_stay_unexplained():
     # The thrash capture's broker had 3 slots in one shard. Told "3 slots" alone, analyze assumes Kafka 3.8's 8
     # shards (0 slots each): no eviction can be shown, and the user is told why; with one shard both are found.
