@@ -8,6 +8,7 @@ queued before it are flushed first.
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import typing
 
@@ -64,16 +65,20 @@ class Connection:
 
     async def run(self) -> None:
         log = self.broker.log
-        reason = "closed by client"
+        reason, level = "closed by client", logging.INFO
         try:
-            reason = await self._loop()
+            reason, misbehaved = await self._loop()
+            if misbehaved:
+                level = logging.WARNING
         except FrameError as exc:
             self.broker.core.count("bad_frame")
-            reason = str(exc)
+            reason, level = str(exc), logging.WARNING
         except asyncio.TimeoutError:
             self.broker.core.count("timeout")
-            reason = "stalled mid-frame" if self.frames.partial else "idle"
-            reason += ", timed out"
+            if self.frames.partial:
+                reason, level = "stalled mid-frame, timed out", logging.WARNING
+            else:
+                reason = "idle, timed out"
         except (ConnectionError, OSError) as exc:
             reason = f"connection error: {exc.__class__.__name__}"
         except asyncio.CancelledError:
@@ -81,18 +86,20 @@ class Connection:
             raise
         except Exception as exc:  # a broker bug: keep serving everyone else, say what happened in one line
             self.broker.core.count("internal_error")
-            reason = f"internal error {exc.__class__.__name__}: {exc}"
+            reason, level = f"internal error {exc.__class__.__name__}: {exc}", logging.ERROR
         finally:
-            log.info("connection %s closed: %s", self.client, reason)
+            # A client that broke the protocol is logged above INFO, so it shows without --verbose.
+            log.log(level, "connection %s closed: %s", self.client, reason)
             await self._close()
 
-    async def _loop(self) -> str:
+    async def _loop(self) -> tuple[str, bool]:
+        """Serve frames until the connection ends: (why, whether the client broke the protocol)."""
         core, config = self.broker.core, self.broker.config
         while True:
             timeout_ms = config.partial_frame_timeout_ms if self.frames.partial else config.idle_timeout_ms
             data = await asyncio.wait_for(self.reader.read(_READ_CHUNK), timeout_ms / 1000)
             if not data:
-                return "closed by client"
+                return "closed by client", False
             self.frames.feed(data)
             try:
                 for frame in self.frames.frames():
@@ -106,7 +113,7 @@ class Connection:
                     if isinstance(action, Reply):
                         self.writer.write(action.frame)
                     elif isinstance(action, Close):
-                        return action.reason
+                        return action.reason, True
                     else:
                         assert isinstance(action, NoReply)
             finally:

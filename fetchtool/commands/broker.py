@@ -136,8 +136,9 @@ def main(
                           idle_timeout_ms=idle_timeout_ms, partial_frame_timeout_ms=partial_frame_timeout_ms,
                           max_connections=max_connections)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-    if not verbose:
-        logging.getLogger("fetchtool.broker").addFilter(lambda r: not r.getMessage().startswith("connection "))
+    if not verbose:  # routine connection lines only; a client closed for breaking the protocol is a WARNING
+        logging.getLogger("fetchtool.broker").addFilter(
+            lambda r: r.levelno > logging.INFO or not r.getMessage().startswith("connection "))
     try:
         asyncio.run(_serve(config, topics, admin_port))
     except StartFailed as exc:

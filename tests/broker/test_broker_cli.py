@@ -10,6 +10,7 @@ import json
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -247,3 +248,22 @@ def test_a_wildcard_advertised_host_is_refused_as_kafka_does(value):
     proc = _broker_process(*UNBINDABLE, "--advertised-host", value)
     assert proc.returncode == 2
     assert "--advertised-host" in _error_line(proc.stderr) and repr(value) in proc.stderr
+
+
+def test_a_client_closed_for_breaking_the_protocol_is_logged_without_verbose(broker_command):
+    proc, port = broker_command("--topic", "t:1")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as polite:
+        pass                                                   # a routine close: not worth a line
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as rude:
+        rude.sendall(struct.pack(">ihhi", 10, 999, 0, 7) + b"\x00\x00")  # API key 999: no such API
+        assert rude.recv(100) == b""                           # the broker hung up on it
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as huge:
+        huge.sendall(struct.pack(">i", 2**31 - 1))             # a size no frame may have
+        assert huge.recv(100) == b""
+    with RawClient("127.0.0.1", port) as client:               # and it still serves everyone else
+        assert client.call(fetch_request(12, [("t", 0, 0, 1000)], epoch=0)).error_code == 0
+    proc.terminate()
+    assert proc.wait(10) == 0
+    closed = [line for line in proc.stderr.read().splitlines() if " closed: " in line]
+    assert len(closed) == 2, closed
+    assert "999" in closed[0] and str(2**31 - 1) in closed[1]
