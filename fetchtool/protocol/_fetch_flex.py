@@ -19,7 +19,7 @@ from struct import Struct
 from kio.schema.errors import ErrorCode
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
-from .codec import ZERO_UUID, FetchRequestBody, FetchResponseBody
+from .codec import ZERO_UUID, CodecError, FetchRequestBody, FetchResponseBody
 from .records import summarize
 
 
@@ -73,7 +73,14 @@ def _string(buf, pos: int) -> tuple[str, int]:
 def _count(buf, pos: int) -> tuple[int, int]:
     """A non-null compact array's length."""
     b = buf[pos]
-    n, pos = (b, pos + 1) if b < 0x80 else _uvarint(buf, pos)
+    if b < 0x80:
+        n, pos = b, pos + 1
+    else:
+        n, pos = _uvarint(buf, pos)
+        if n > len(buf) - pos + 1:
+            # More entries than bytes left: damaged. Decided here, because kio's native reader reserves memory
+            # for the count it reads, and a count of billions aborts the process (a Rust allocation failure).
+            raise CodecError(f"array of {n - 1:,} entries in {len(buf) - pos:,} bytes")
     if n == 0:
         raise Unhandled("null array")
     return n - 1, pos

@@ -58,7 +58,7 @@ def request_from_kio(v, version: int, names) -> FetchRequestBody:
     return FetchRequestBody(
         replica_id=replica_id, max_wait_ms=_ms(v.max_wait), min_bytes=v.min_bytes, max_bytes=v.max_bytes,
         isolation_level=v.isolation_level, session_id=v.session_id if version >= 7 else 0,
-        session_epoch=v.session_epoch if version >= 7 else -1, rack_id=v.rack_id if version >= 11 else "",
+        session_epoch=v.session_epoch if version >= 7 else -1, rack_id=v.rack_id if version >= 11 else None,
         partitions=tuple(rows), forgotten=tuple(forgotten),
     )
 

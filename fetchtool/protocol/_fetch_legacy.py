@@ -2,6 +2,9 @@
 version kio rejects (e.g. an error code newer than kio's enum).
 
 kafka-python's classes accept every version 0-18 (its JSON marks v0-3 fields "0+"), so one mapping serves all.
+kafka-python reads a null array (length -1) as None wherever it occurs; Kafka's FetchRequest.json and
+FetchResponse.json declare none of these arrays nullable (no "nullableVersions"), so Kafka's generated reader
+rejects such a body ("non-nullable field ... was serialized as null") and so do we: CodecError, not zero rows.
 """
 
 from __future__ import annotations
@@ -13,24 +16,30 @@ from kafka.protocol.consumer.fetch import FetchResponse as KpFetchResponse
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
 from ._fetch_kio import _runs, _topic_key, request_partition_fields
-from .codec import INT32_MAX, ZERO_UUID, FetchRequestBody, FetchResponseBody
+from .codec import ZERO_UUID, CodecError, FetchRequestBody, FetchResponseBody
 from .records import EMPTY, summarize
+
+
+def _array(items, what: str, version: int, kind: str):
+    if items is None:
+        raise CodecError(f"Fetch v{version} {kind}: {what} is null, which Kafka's schema does not allow")
+    return items
 
 
 def request_from_kp(v, version: int, names=None) -> FetchRequestBody:
     rows = []
-    for t in v.topics:
+    for t in _array(v.topics, "Topics", version, "request"):
         name, tid = _topic_key(t, version, names)
-        for p in t.partitions:
+        for p in _array(t.partitions, "Partitions", version, "request"):
             rows.append(RequestPartition(
                 name, tid, p.partition, p.fetch_offset, p.partition_max_bytes,
                 p.log_start_offset if version >= 5 else -1, p.current_leader_epoch if version >= 9 else -1,
                 p.last_fetched_epoch if version >= 12 else -1,
             ))
     forgotten = []
-    for t in (v.forgotten_topics_data or ()) if version >= 7 else ():
+    for t in _array(v.forgotten_topics_data, "ForgottenTopicsData", version, "request") if version >= 7 else ():
         name, tid = _topic_key(t, version, names)
-        forgotten.extend(ForgottenPartition(name, tid, p) for p in t.partitions)
+        forgotten.extend(ForgottenPartition(name, tid, p) for p in _array(t.partitions, "Partitions", version, "request"))
     if version >= 15:
         rs = v.replica_state
         replica_id = -1 if rs is None else rs.replica_id
@@ -38,19 +47,18 @@ def request_from_kp(v, version: int, names=None) -> FetchRequestBody:
         replica_id = v.replica_id
     return FetchRequestBody(
         replica_id=replica_id, max_wait_ms=v.max_wait_ms, min_bytes=v.min_bytes,
-        max_bytes=v.max_bytes if version >= 3 else INT32_MAX,
-        isolation_level=v.isolation_level if version >= 4 else 0,
+        max_bytes=v.max_bytes if version >= 3 else None, isolation_level=v.isolation_level if version >= 4 else None,
         session_id=v.session_id if version >= 7 else 0, session_epoch=v.session_epoch if version >= 7 else -1,
-        rack_id=v.rack_id if version >= 11 else "", partitions=tuple(rows), forgotten=tuple(forgotten),
+        rack_id=v.rack_id if version >= 11 else None, partitions=tuple(rows), forgotten=tuple(forgotten),
     )
 
 
 def response_from_kp(v, version: int, keep_records: bool, names=None) -> FetchResponseBody:
     rows = []
     blobs = [] if keep_records else None
-    for t in v.responses:
+    for t in _array(v.responses, "Responses", version, "response"):
         name, tid = _topic_key(t, version, names)
-        for p in t.partitions:
+        for p in _array(t.partitions, "Partitions", version, "response"):
             recs = p.records
             s = summarize(recs) if recs else EMPTY
             aborted = p.aborted_transactions if version >= 4 else None

@@ -21,24 +21,33 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32Timedelta
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
-from .headers import API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA
+from .headers import API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, api_name
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 INT32_MAX = 0x7FFFFFFF
 
 
 class CodecError(ValueError):
-    """A body that does not decode (truncated, trailing garbage, or an unknown version)."""
+    """A body that does not decode (truncated, trailing garbage, a null where the schema forbids one, or an
+    unknown version). The only exception decode_request / decode_response raise, whatever the bytes."""
 
 
 class UnsupportedApi(CodecError):
     """An (api key, version) this codec does not handle; callers just count it."""
 
 
+# The versions whose layout this codec knows, per api key it reads (requests; responses likewise).
+FETCH_VERSIONS = range(0, 19)
+
+
 @dataclass(frozen=True, slots=True)
 class FetchRequestBody:
-    """A Fetch or FetchSnapshot request body. Fields absent from a Fetch version hold Kafka's defaults
-    (SessionId 0 / SessionEpoch -1 before v7); fields FetchSnapshot does not have are None."""
+    """A Fetch or FetchSnapshot request body.
+
+    Decoded bodies follow design.md's decode contract: a top-level field the version does not carry is None
+    (MaxBytes before v3, IsolationLevel before v4, RackId before v11), except SessionId / SessionEpoch, which
+    hold what Kafka decodes them as (0 / -1) before v7; fields FetchSnapshot does not have are None. The
+    defaults below are what the encoders write when a caller leaves a field out (Kafka's schema defaults)."""
 
     replica_id: int | None = -1
     max_wait_ms: int | None = 0
@@ -105,7 +114,7 @@ _KIO_RANGES = {FETCH: (4, 18), FETCH_SNAPSHOT: (0, 1), API_VERSIONS: (0, 4), MET
 def _kio_module(api_key: int, version: int, kind: str):
     lo, hi = _KIO_RANGES[api_key]
     if not lo <= version <= hi:
-        raise UnsupportedApi(f"{_KIO_NAMES[api_key]} v{version} {kind} is not supported")
+        raise _unsupported(api_key, version, kind)
     return import_module(f"kio.schema.{_KIO_NAMES[api_key]}.v{version}.{kind}")
 
 
@@ -160,20 +169,42 @@ def _kp_decode(kind: str, version: int, body):
 # -- public interface ---------------------------------------------------------------------------------------
 def decodes_response(api_key: int, version: int) -> bool:
     if api_key == FETCH:
-        return 0 <= version <= 18
+        return version in FETCH_VERSIONS
     if api_key == FETCH_SNAPSHOT:
         return 0 <= version <= 1
     return api_key == METADATA and 10 <= version <= 13
 
 
 def decode_request(api_key: int, version: int, body, topic_names: Mapping[str, str] | None = None):
-    """FetchRequestBody for Fetch/FetchSnapshot, ClientSoftware for ApiVersions v3+; else UnsupportedApi."""
+    """FetchRequestBody for Fetch/FetchSnapshot, ClientSoftware for ApiVersions v3+; else UnsupportedApi.
+    Any bytes that do not decode raise CodecError, never anything else."""
+    try:
+        return _decode_request(api_key, version, body, topic_names)
+    except CodecError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (a library's reader failing on damaged bytes in its own way)
+        raise _damaged(api_key, version, "request", exc) from None
+
+
+def _damaged(api_key: int, version: int, kind: str, exc: Exception) -> CodecError:
+    return CodecError(f"{api_name(api_key)} v{version} {kind}: {type(exc).__name__}: {exc}")
+
+
+def _unsupported(api_key: int, version: int, kind: str) -> UnsupportedApi:
+    return UnsupportedApi(f"{api_name(api_key)} v{version} {kind}: a version fetchtool does not decode")
+
+
+def _decode_request(api_key: int, version: int, body, topic_names):
     if api_key == FETCH:
+        if version not in FETCH_VERSIONS:
+            raise _unsupported(api_key, version, "request")
         if version >= 12:
             from ._fetch_flex import read_request
 
             try:
                 return read_request(body, version, topic_names)
+            except CodecError as exc:  # damaged beyond doubt (and beyond what kio's reader survives)
+                raise CodecError(f"Fetch v{version} request: {exc}") from None
             except Exception:  # noqa: BLE001  (not the plain shape, or damaged: kio and kafka-python judge it)
                 pass
         if version >= 4:
@@ -181,8 +212,9 @@ def decode_request(api_key: int, version: int, body, topic_names: Mapping[str, s
 
             try:
                 return request_from_kio(_kio_read(FETCH, version, "request", body), version, topic_names)
-            except CodecError:
-                pass  # a second opinion before giving up: kio rejects values outside its enums and ranges
+            except Exception:  # noqa: BLE001
+                pass  # a second opinion before giving up: kio rejects values outside its enums and ranges, and
+                # reads a null array (which Kafka's schema forbids) as None
         from ._fetch_legacy import request_from_kp
 
         return request_from_kp(_kp_decode("request", version, body), version, topic_names)
@@ -193,7 +225,7 @@ def decode_request(api_key: int, version: int, body, topic_names: Mapping[str, s
     if api_key == API_VERSIONS and 3 <= version <= 4:
         v = _kio_read(api_key, version, "request", body)
         return ClientSoftware(v.client_software_name, v.client_software_version)
-    raise UnsupportedApi(f"request api key {api_key} v{version} is only counted")
+    raise _unsupported(api_key, version, "request")
 
 
 def decode_response(
@@ -203,24 +235,36 @@ def decode_response(
     topic_names: Mapping[str, str] | None = None,
     keep_records: bool = False,
 ):
-    """FetchResponseBody for Fetch/FetchSnapshot, TopicNames for Metadata v10+; else UnsupportedApi."""
+    """FetchResponseBody for Fetch/FetchSnapshot, TopicNames for Metadata v10+; else UnsupportedApi.
+    Any bytes that do not decode raise CodecError, never anything else."""
+    try:
+        return _decode_response(api_key, version, body, topic_names, keep_records)
+    except CodecError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (a library's reader failing on damaged bytes in its own way)
+        raise _damaged(api_key, version, "response", exc) from None
+
+
+def _decode_response(api_key: int, version: int, body, topic_names, keep_records: bool):
     if api_key == FETCH:
+        if version not in FETCH_VERSIONS:
+            raise _unsupported(api_key, version, "response")
         if version >= 12:
             from ._fetch_flex import read_response
 
             try:
                 return read_response(body, version, topic_names, keep_records)
+            except CodecError as exc:  # damaged beyond doubt (and beyond what kio's reader survives)
+                raise CodecError(f"Fetch v{version} response: {exc}") from None
             except Exception:  # noqa: BLE001  (not the plain shape, or damaged: kio and kafka-python judge it)
                 pass
         if version >= 4:
             from ._fetch_kio import response_from_kio
 
             try:
-                v = _kio_read(FETCH, version, "response", body)
-            except CodecError:
-                pass  # e.g. an error code newer than kio's enum: kafka-python keeps plain ints
-            else:
-                return response_from_kio(v, version, topic_names, keep_records)
+                return response_from_kio(_kio_read(FETCH, version, "response", body), version, topic_names, keep_records)
+            except Exception:  # noqa: BLE001
+                pass  # e.g. an error code newer than kio's enum (kafka-python keeps plain ints), or a null array
         from ._fetch_legacy import response_from_kp
 
         return response_from_kp(_kp_decode("response", version, body), version, keep_records, topic_names)
@@ -231,7 +275,7 @@ def decode_response(
     if api_key == METADATA and 10 <= version <= 13:
         v = _kio_read(api_key, version, "response", body)
         return TopicNames({_uuid_str(t.topic_id): t.name for t in v.topics if t.name and t.topic_id is not None})
-    raise UnsupportedApi(f"response api key {api_key} v{version} is only counted")
+    raise _unsupported(api_key, version, "response")
 
 
 def encode_request(api_key: int, version: int, body) -> bytes:

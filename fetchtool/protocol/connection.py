@@ -17,8 +17,8 @@ from ..exchange import Exchange
 from . import codec
 from .framing import MAX_FRAME, Frame, Framer
 from .headers import (
-    API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, HeaderError, parse_request_header, plausible_request_start,
-    response_body_offset,
+    API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, HeaderError, api_name, parse_request_header,
+    plausible_request_start, response_body_offset,
 )
 from .report import DecodeReport
 
@@ -27,6 +27,9 @@ DETECT_LIMIT = 256 * 1024  # bytes buffered per direction before the broker side
 _I32 = Struct(">i")
 _SESSION_APIS = (FETCH, FETCH_SNAPSHOT)
 _NOTHING: tuple = ()  # what most events yield: shared, not a new empty list each time
+# How far a resync accepts a request's correlation id beyond the connection's last one. Java clients draw ids
+# from one counter for all their connections, so ids on one connection jump by the requests sent elsewhere.
+CORRELATION_WINDOW = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,10 @@ class KafkaConnection:
         self._software: str | None = None
         self._req: Framer | None = None
         self._resp: Framer | None = None
+        # What this client's requests look like, for a resync to tell its next request from noise.
+        self._last_corr: int | None = None
+        self._client_key: bytes | None = None  # client id as its header carries it (int16 length + bytes)
+        self._client_id: str | None = None
 
     # -- events in ----------------------------------------------------------------------------------------
     def feed(self, ev: StreamData | StreamGap) -> list:
@@ -113,6 +120,9 @@ class KafkaConnection:
         while self._pending:
             out.extend(self._missing(self._pending.popleft()))
         self._pending_ids.clear()
+        for f in (self._req, self._resp):
+            f.end()
+        self._report_damage()
         self._count_framer_skips()
         return out
 
@@ -146,7 +156,12 @@ class KafkaConnection:
             return False
         if len(req_ids) == 1:
             (ep,) = req_ids
-            return self._decide(client=ep, broker=b if ep == a else a)
+            other = b if ep == a else a
+            if ep.port in WELL_KNOWN_PORTS and other.port not in WELL_KNOWN_PORTS:
+                # Only one direction was seen, from a Kafka port: responses whose small correlation id reads as
+                # a Produce header (api key 0, version = the id), not requests from a client on port 9092.
+                return self._decide(client=other, broker=ep)
+            return self._decide(client=ep, broker=other)
         if len(req_ids) == 2:
             broker = a if a.port in WELL_KNOWN_PORTS else b if b.port in WELL_KNOWN_PORTS else min(
                 (a, b), key=lambda e: e.port)
@@ -161,7 +176,7 @@ class KafkaConnection:
         self.client, self.broker = client, broker
         self._client_s, self._broker_s = str(client), str(broker)
         self.ctx.report.kafka_connections += 1
-        self._req = Framer(_scan_requests, synced=False, min_size=8)
+        self._req = Framer(self._scan_requests, synced=False, min_size=8)
         self._resp = Framer(self._scan_responses, synced=True, min_size=4)
         return True
 
@@ -200,13 +215,73 @@ class KafkaConnection:
                 return []
             for fr in frames:
                 self._on_request(fr)
+            if framer.damage:
+                self._report_damage()
             return _NOTHING
         if not frames:
+            if framer.damage:
+                self._report_damage()
             return _NOTHING
         out: list = []
         for fr in frames:
             out.extend(self._on_response(fr))
+        if framer.damage:
+            self._report_damage()
         return out
+
+    def _report_damage(self) -> None:
+        """One bad_frame_size warning per resync after a size prefix that could not be believed."""
+        for f, side in ((self._req, f"request from {self._client_s}"), (self._resp, f"response from {self._broker_s}")):
+            for d in f.damage:
+                where = (f"framing resumed at frame {d.resumed_frame}" if d.resumed_frame is not None
+                         else "no frame start found before the stream ended")
+                self.ctx.report.warn("bad_frame_size", f"frame {d.frame}: {side} has size prefix {d.size:,}, "
+                                     f"which the stream does not bear out; {where} ({d.skipped:,} bytes skipped)")
+            f.damage.clear()
+
+    def _scan_requests(self, buf: memoryview, start: int):
+        """Next position where this client's next request could start. Once the connection has shown a request,
+        a candidate must also carry its client id and a correlation id just after its last one, so the bytes
+        of a damaged request's body are not taken for phantom requests."""
+        key = self._client_key
+        if key is None:
+            return _scan_plausible(buf, start)
+        raw = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)
+        i = raw.find(key, start + 12)  # the client id follows size, api key, version and correlation id
+        while i != -1:
+            if self._next_request_at(raw, i - 12):
+                return i - 12, i - 12
+            i = raw.find(key, i + 1)
+        return None, max(start, len(raw) - 11 - len(key))
+
+    def _next_request_at(self, raw: bytes, p: int) -> bool:
+        """Does this client's next request (by client id and correlation id) start at raw[p]?"""
+        if not plausible_request_start(raw, p, MAX_FRAME) or not raw.startswith(self._client_key, p + 12):
+            return False
+        corr = _I32.unpack_from(raw, p + 8)[0]
+        return 1 <= (corr - self._last_corr) % 0x80000000 <= CORRELATION_WINDOW
+
+    def _recover_request(self, corr: int) -> bool:
+        """A response to `corr` arrived, which no framed request asked for. If the request framer is still
+        filling a frame that holds that request (its own header or one inside it), the frame's size prefix is
+        wrong: the broker answered, so the frame ended before the next request of this client (or with the
+        bytes buffered). Frame it there and take what follows; True if `corr` is now pending."""
+        req = self._req
+        if self._client_key is None or req is None or not req.pending_frame() or req.buffered < 12:
+            return False
+        raw = req.peek()
+        starts = []
+        i = raw.find(self._client_key, 13)  # past the pending frame's own client id
+        while i != -1:
+            if self._next_request_at(raw, i - 12):
+                starts.append(i - 12)
+            i = raw.find(self._client_key, i + 1)
+        if _I32.unpack_from(raw, 8)[0] != corr and not any(_I32.unpack_from(raw, q + 8)[0] == corr for q in starts):
+            return False
+        for fr in req.resize_pending((starts[0] if starts else len(raw)) - 4):
+            self._on_request(fr)
+        self._report_damage()
+        return corr in self._pending_ids
 
     def _scan_responses(self, buf: memoryview, start: int):
         """Next position where a response to a pending correlation id could start."""
@@ -236,10 +311,16 @@ class KafkaConnection:
             rep.warn("malformed_request", f"frame {fr.frame}: malformed request header from {self._client_s}: {exc}")
             return
         rep.requests[(h.api_key, h.api_version)] += 1
+        self._last_corr = h.correlation_id
+        if h.body_offset >= 10 and (self._client_key is None or h.client_id != self._client_id):
+            self._client_id = h.client_id
+            self._client_key = _client_key(fr.payload)
         body = None
         if h.api_key in _SESSION_APIS or (h.api_key == API_VERSIONS and h.api_version >= 3):
             try:
                 body = codec.decode_request(h.api_key, h.api_version, fr.payload[h.body_offset:], self._names())
+            except codec.UnsupportedApi as exc:
+                rep.warn("unsupported_version", f"frame {fr.frame}: {exc} (request from {self._client_s}, counted only)")
             except codec.CodecError as exc:
                 rep.warn("malformed_request", f"frame {fr.frame}: {exc}")
             if isinstance(body, codec.ClientSoftware):
@@ -256,7 +337,7 @@ class KafkaConnection:
         rep = self.ctx.report
         payload = fr.payload
         corr = _I32.unpack_from(payload, 0)[0]
-        if corr not in self._pending_ids:
+        if corr not in self._pending_ids and not self._recover_request(corr):
             rep.orphan_responses += 1
             return [OrphanResponse(self.conn, fr.frame, fr.ts, self._client_s, self._broker_s, corr, self.ctx.file)]
         out: list = []
@@ -271,7 +352,9 @@ class KafkaConnection:
                 break
             out.extend(self._missing(p))
         if p.api_key in _SESSION_APIS:
-            out.append(self._exchange(p, fr, self._decode_response(p, fr, self._names())))
+            # a version the codec does not read was warned about at its request: its response is not decoded
+            resp = self._decode_response(p, fr, self._names()) if codec.decodes_response(p.api_key, p.api_version) else None
+            out.append(self._exchange(p, fr, resp))
         elif p.api_key == METADATA and codec.decodes_response(METADATA, p.api_version):
             resp = self._decode_response(p, fr, None)
             if resp is not None:
@@ -324,16 +407,26 @@ class KafkaConnection:
                 f.skipped_bytes = 0
 
 
-def _scan_requests(buf: memoryview, start: int):
-    """Next position where a plausible request frame starts (size, known api key and version, client id)."""
+def _scan_plausible(buf: memoryview, start: int):
+    """Next position where a plausible request frame starts (size, known api key and version, client id),
+    for a connection that has shown no request yet. When the buffer already holds where that frame ends, a
+    plausible header must follow there too (or the buffer end): one header-like run of bytes is not enough."""
     end = len(buf)
     for p in range(start, end):
         r = plausible_request_start(buf, p, MAX_FRAME)
-        if r:
-            return p, p
         if r is None:
             return None, p
+        if r:
+            nxt = p + 4 + _I32.unpack_from(buf, p)[0]
+            if nxt == end or plausible_request_start(buf, nxt, MAX_FRAME) is not False:
+                return p, p
     return None, end
+
+
+def _client_key(payload) -> bytes:
+    """The client id as a request header carries it: int16 length (-1: null) and the bytes."""
+    n = int.from_bytes(payload[8:10], "big", signed=True)
+    return bytes(payload[8 : 10 + max(n, 0)])
 
 
 def _request_ids(prefix) -> set[int]:

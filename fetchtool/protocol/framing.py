@@ -9,6 +9,12 @@ already know, the next frame starts at a known position and we skip exactly to i
 resynchronises: a `scanner` supplied by the connection (it knows what a plausible request or a response to a
 pending correlation id looks like) finds the next frame start. Absurd sizes also trigger a resync, never an
 allocation. Skipped bytes and dropped frames are counted.
+
+A damaged size prefix (a capture tool's corruption, not anything a peer sends: Kafka closes the connection on
+a size beyond socket.request.max.bytes) is the one place where the framer alone cannot tell where the next
+frame starts. Each such resync is reported in `damage` (where the bad prefix was, where framing resumed) for
+the connection to warn about, and `reframe()` lets the connection reject a size the other direction has since
+proved wrong (the broker answered a request that the pending frame would still be swallowing).
 """
 
 from __future__ import annotations
@@ -32,6 +38,15 @@ class Frame(NamedTuple):
     size: int  # whole frame incl. the 4-byte size prefix
 
 
+class Damage(NamedTuple):
+    """One resync after a size prefix the framer could not believe."""
+
+    frame: int  # capture frame of the packet that carried the bad prefix (its first buffered byte)
+    size: int  # the size the prefix claimed
+    resumed_frame: int | None  # packet where framing resumed (None: not before the stream ended)
+    skipped: int  # bytes discarded between the bad prefix and the resumed frame start
+
+
 class Framer:
     def __init__(self, scanner: Scanner, *, synced: bool = True, min_size: int = 4, max_size: int = MAX_FRAME):
         self._scanner = scanner
@@ -46,6 +61,10 @@ class Framer:
         self.dropped_frames = 0  # partial frames dropped because of a gap
         self.bad_sizes = 0  # absurd size prefixes that forced a resync
         self.frames = 0
+        self.damage: list[Damage] = []  # resyncs after bad sizes, for the owner to report and clear
+        self._first_frame = 0  # packet that delivered the first buffered byte
+        self._last = (0, 0.0)  # (frame, ts) of the last packet fed
+        self._bad: tuple[int, int, int] | None = None  # (frame, size, skipped_bytes then) of the last bad size
 
     @property
     def buffered(self) -> int:
@@ -57,6 +76,7 @@ class Framer:
             self.skipped_bytes += self._have
             self._clear()
             return
+        self._bad = None  # a gap, not a bad prefix, is what cut this frame
         if self._have >= 4:
             size = _SIZE.unpack_from(self._join(), 0)[0]
             remaining = 4 + size - self._have
@@ -79,13 +99,53 @@ class Framer:
             data = data[n:] if n < len(data) else b""
         if not data:
             return _NO_FRAMES
+        if not self._have:
+            self._first_frame = frame
+        self._last = (frame, ts)
         self._chunks.append(data)
         self._have += len(data)
         if self._have < self._need:
             return _NO_FRAMES  # mid-frame: most segments of a large response end here
+        return self._parse(0, len(data), frame, ts)
+
+    def pending_frame(self) -> bool:
+        """Is a frame started (its size read) but not complete?"""
+        return not self.resyncing and self._have >= 4
+
+    def peek(self) -> bytes:
+        """The buffered bytes (the pending frame, size prefix first)."""
+        return self._join()
+
+    def resize_pending(self, size: int) -> list[Frame] | tuple[()]:
+        """The pending frame's size prefix is wrong and the owner knows the true size (the other direction
+        proved where the frame ends): frame it with that size and go on from there, returning the frames now
+        complete. They are dated by the last packet fed: the buffer no longer says which packet completed each."""
+        buf = self._join()
+        if not self.pending_frame() or not self._min <= size <= len(buf) - 4:
+            return _NO_FRAMES
+        self.bad_sizes += 1
+        frame, ts = self._last
+        self.damage.append(Damage(self._first_frame, _SIZE.unpack_from(buf, 0)[0], frame, 0))
+        self._chunks = [_SIZE.pack(size) + buf[4:]]
+        return self._parse(0, 0, frame, ts)
+
+    def end(self) -> None:
+        """The stream ended: a resync still looking for its frame start is reported unresumed."""
+        if self._bad is not None and self.resyncing:
+            bad_frame, size, mark = self._bad
+            self.damage.append(Damage(bad_frame, size, None, self.skipped_bytes + self._have - mark))
+        self._bad = None
+
+    def _bad_size(self, at_frame: int, size: int) -> None:
+        self.bad_sizes += 1
+        self.resyncing = True
+        if self._bad is None:  # a resync already under way keeps reporting its first bad prefix
+            self._bad = (at_frame, size, self.skipped_bytes)
+
+    def _parse(self, pos: int, fresh: int, frame: int, ts: float):
+        """Frames from the buffered bytes, starting at `pos`; the last `fresh` bytes came with packet `frame`."""
         buf = memoryview(self._join())
         end = len(buf)
-        pos = 0
         out: list[Frame] = []
         unpack = _SIZE.unpack_from
         while True:
@@ -99,13 +159,17 @@ class Framer:
                 self.skipped_bytes += start - pos
                 pos = start
                 self.resyncing = False
+                if self._bad is not None:
+                    bad_frame, size, mark = self._bad
+                    self._bad = None
+                    at = frame if start >= end - fresh else self._first_frame
+                    self.damage.append(Damage(bad_frame, size, at, self.skipped_bytes - mark))
             if end - pos < 4:
                 self._need = 4
                 break
             size = unpack(buf, pos)[0]
             if size < self._min or size > self._max:
-                self.bad_sizes += 1
-                self.resyncing = True
+                self._bad_size(frame if pos >= end - fresh else self._first_frame, size)
                 self.skipped_bytes += 1
                 pos += 1
                 continue
@@ -120,6 +184,8 @@ class Framer:
         if rest:
             # Keep only the unconsumed tail (at most one partial frame), as its own piece.
             self._chunks = [bytes(buf[pos:])] if out or pos else [buf.obj]
+            if rest <= fresh:
+                self._first_frame = frame
         else:
             self._chunks = []
         self._have = rest

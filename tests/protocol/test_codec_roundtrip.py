@@ -60,10 +60,12 @@ def fetch_requests(draw, version):
     return codec.FetchRequestBody(
         replica_id=draw(st.one_of(st.just(-1), st.integers(-3, 2**31 - 1))),
         max_wait_ms=draw(st.integers(0, 2**31 - 1)),
-        min_bytes=draw(i32), max_bytes=draw(i32) if version >= 3 else codec.INT32_MAX,
-        isolation_level=draw(st.integers(0, 1)) if version >= 4 else 0,
+        # decoded as design.md's contract has it: null where the version has no such field, except the
+        # session fields, which read as Kafka decodes them (0 / -1 before v7)
+        min_bytes=draw(i32), max_bytes=draw(i32) if version >= 3 else None,
+        isolation_level=draw(st.integers(0, 1)) if version >= 4 else None,
         session_id=draw(i32) if version >= 7 else 0, session_epoch=draw(i32) if version >= 7 else -1,
-        rack_id=draw(st.text(max_size=8)) if version >= 11 else "",
+        rack_id=draw(st.text(max_size=8)) if version >= 11 else None,
         partitions=tuple(parts), forgotten=tuple(forgotten),
     )
 
