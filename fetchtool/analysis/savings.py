@@ -10,18 +10,27 @@ session partition) and its incremental equivalent (what a working session would 
 engine: see savings_model). Sizes are whole frames, encoded at the captured version, or at v7 for older
 exchanges (sessions start at v7; the report counts them in `estimated_at_v7`).
 
-Where the bytes are booked:
-- realised: incremental exchanges that worked; they already save `full - actual`;
+Where the saving (`saved_bytes` = actual - incremental, both directions) is booked; potential + lost + excess
+= saved_bytes exactly:
 - potential: sessionless clients (epoch -1 or Fetch < v7) would save `actual - incremental`;
 - lost: session-capable clients whose sessions fail (errors 70/71/106, churn, no cache slot) pay
-  `actual - incremental` more than a working session, by cause.
-`saved_bytes` = actual - incremental (both directions) = what sessions would still save (potential + lost + ~0).
+  `actual - incremental` more than a working session, by cause;
+- excess: working incremental sessions that still carry more than their incremental equivalent, split by
+  direction. Requests: a client that resends unchanged partitions. Responses: usually 0 against Kafka; it can be
+  negative when a broker lists the returned partitions in fewer topic entries than Kafka's session order (which
+  moves every returned partition to the end) would;
+- realised: what working incremental sessions already save, `full - actual` (`realised_bytes`); not part of
+  `saved_bytes`, which is what is still to save (their own `actual - incremental` is the excess above).
 Record bytes are the same either way: they are reported apart, and shares are given both of the fetch metadata
 bytes (everything but records) and of all fetch bytes.
 
-Projection: the same workload with 10x and 100x the partitions and the same change rate (the same partitions
-change, with the same records, per second): full-shaped frames grow with the partition count, incremental ones
-do not.
+Projection: the same workload with 10x and 100x the partitions and the same change rate. "The same change rate"
+means the number of partitions that change per fetch (and their records) stays the same, while a full fetch
+(request and response) carries every partition. So every full fetch, actual or equivalent, grows by its
+partition-proportional bytes (the frame beyond its empty frame and records: `*_scalable_bytes`), and incremental
+fetches do not grow. The incremental equivalent has full fetches too (the one that creates each session, and
+any after a session error), so it grows by those; a client whose traffic is its incremental equivalent
+projects a saving of 0 at any factor.
 """
 
 from __future__ import annotations
@@ -43,8 +52,9 @@ class Tally(ByteSums):
     __slots__ = ("exchanges", "actual_request_bytes", "actual_response_bytes", "full_request_bytes",
                  "full_response_bytes", "incremental_request_bytes", "incremental_response_bytes", "records_bytes",
                  "realised_bytes", "potential_bytes", "lost_bytes", "lost_by_cause", "kinds", "estimated_at_v7",
-                 "responses_missing", "actual_scalable_bytes", "full_scalable_bytes", "reencode_checked",
-                 "reencode_mismatches", "versions")
+                 "responses_missing", "actual_scalable_bytes", "full_scalable_bytes", "incremental_scalable_bytes",
+                 "excess_request_bytes", "excess_response_bytes", "reencode_checked", "reencode_mismatches",
+                 "versions")
 
     def __init__(self) -> None:
         self.exchanges = 0
@@ -53,11 +63,12 @@ class Tally(ByteSums):
         self.incremental_request_bytes = self.incremental_response_bytes = 0
         self.records_bytes = 0
         self.realised_bytes = self.potential_bytes = self.lost_bytes = 0
+        self.excess_request_bytes = self.excess_response_bytes = 0
         self.lost_by_cause: dict[str, int] = {}
         self.kinds: dict[str, int] = {}
         self.estimated_at_v7 = 0
         self.responses_missing = 0
-        self.actual_scalable_bytes = self.full_scalable_bytes = 0
+        self.actual_scalable_bytes = self.full_scalable_bytes = self.incremental_scalable_bytes = 0
         self.reencode_checked = self.reencode_mismatches = 0
         self.versions: dict[int, int] = {}
 
@@ -84,6 +95,8 @@ class Tally(ByteSums):
         self.versions[s.version] = self.versions.get(s.version, 0) + 1
         if s.category == REALISED:
             self.realised_bytes += s.full_bytes - s.actual_bytes
+            self.excess_request_bytes += s.actual_request_bytes - s.incremental_request_bytes
+            self.excess_response_bytes += s.actual_response_bytes - s.incremental_response_bytes
         elif s.category == POTENTIAL:
             self.potential_bytes += s.saved_bytes
         elif s.category == LOST:
@@ -96,15 +109,22 @@ class Tally(ByteSums):
             self.responses_missing += 1
         self.actual_scalable_bytes += s.actual_scalable_bytes
         self.full_scalable_bytes += s.full_scalable_bytes
+        self.incremental_scalable_bytes += s.incremental_scalable_bytes
         self.reencode_checked += 1
         if s.reencoded_request_bytes != s.actual_request_bytes or (
                 s.reencoded_response_bytes is not None and s.reencoded_response_bytes != s.actual_response_bytes):
             self.reencode_mismatches += 1
 
+    @property
+    def excess_bytes(self) -> int:
+        return self.excess_request_bytes + self.excess_response_bytes
+
     def projection(self, factor: int) -> dict:
-        actual = self.actual_bytes + (factor - 1) * self.actual_scalable_bytes
-        full = self.full_bytes + (factor - 1) * self.full_scalable_bytes
-        incremental = self.incremental_bytes
+        """The figures with `factor` times the partitions at the same change rate (module docstring)."""
+        grow = factor - 1
+        actual = self.actual_bytes + grow * self.actual_scalable_bytes
+        full = self.full_bytes + grow * self.full_scalable_bytes
+        incremental = self.incremental_bytes + grow * self.incremental_scalable_bytes
         return {"actual_bytes": actual, "full_bytes": full, "incremental_bytes": incremental,
                 "saved_bytes": actual - incremental}
 
@@ -144,6 +164,9 @@ class Tally(ByteSums):
             "potential_bytes": self.potential_bytes,
             "lost_bytes": self.lost_bytes,
             "lost_by_cause": dict(sorted(self.lost_by_cause.items())),
+            "excess_bytes": self.excess_bytes,
+            "excess_request_bytes": self.excess_request_bytes,
+            "excess_response_bytes": self.excess_response_bytes,
             "saved_bytes_per_second": rate(saved, 1),
             "saved_bytes_per_hour": rate(saved, 3600),
             "actual_bytes_per_hour": rate(actual, 3600),

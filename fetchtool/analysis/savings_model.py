@@ -123,10 +123,11 @@ class ExchangeSavings(ByteSums):
     reencoded_request_bytes: int
     reencoded_response_bytes: int | None
     response_missing: bool
-    # The parts of the actual and full frames that grow with the partition count (for the projection).
+    # The parts of the actual, full and incremental frames that grow with the partition count (for the
+    # projection): the bytes of full fetches (every partition) beyond their empty frames and records.
     actual_scalable_bytes: int
     full_scalable_bytes: int
-
+    incremental_scalable_bytes: int
 
     def to_json(self) -> dict:
         d = {k: getattr(self, k) for k in self.__slots__}
@@ -365,10 +366,10 @@ class StreamModel:
         self.handler.handle_response(outcome.error_code, outcome.session_id, outcome.throttle_time_ms, cks,
                                      topic_ids, veq)
         return self._sizes(ex, kind, version, veq, wanted, to_send, forgotten, (hits, mentioned, mrows), outcome,
-                           out_keys, ctx.kind != "error" and self.simple)
+                           out_keys, ctx.kind != "error" and self.simple, req.metadata.is_full)
 
     def _sizes(self, ex: Exchange, kind: str, version: int, veq: int, wanted, to_send, forgotten, seen, outcome,
-               out_keys, simple: bool) -> ExchangeSavings:
+               out_keys, simple: bool, equivalent_full: bool) -> ExchangeSavings:
         client_id, replica_id, rack = ex.client_id, ex.replica_id, ex.rack_id
         ids = veq >= 13   # the wire key of a topic: its id from v13, else its name
         tips = self.tips
@@ -441,6 +442,16 @@ class StreamModel:
             if not missing:
                 actual_scalable += actual_resp - size.empty_response_frame(version) - records
             actual_scalable = max(0, actual_scalable)
+        # The incremental equivalent is a full fetch too where a session starts (and after a session error), and
+        # grows the same way. Not when the client actually sent an incremental request: then the equivalent is
+        # full only because the session began before the capture, and it lists just the partitions that
+        # request did (the changed ones, whose number does not grow).
+        inc_scalable = 0
+        if equivalent_full and kind != INCREMENTAL and outcome.error_code == 0:
+            inc_scalable = inc_req - size.empty_request_frame(veq, client_id, replica_id, rack)
+            if not missing:
+                inc_scalable += inc_resp - size.empty_response_frame(veq) - records
+            inc_scalable = max(0, inc_scalable)
 
         category, cause = self._book(ex, kind)
         self.exchanges += 1
@@ -448,7 +459,7 @@ class StreamModel:
             ex.file, ex.request_frame, ex.ts, ex.client, ex.client_id, ex.broker, version, veq, kind, category, cause,
             ex.error_code, len(wanted), len(to_send), len(forgotten), len(outcome.partitions), actual_req,
             actual_resp, full_req, full_resp, inc_req, inc_resp, records, reenc_req, reenc_resp, missing,
-            actual_scalable, full_scalable)
+            actual_scalable, full_scalable, inc_scalable)
 
     def _response_sizes(self, version, veq, captured, seen, order, outcome, out_keys, full_topics, reenc_resp,
                         recs, aborted, diverging) -> tuple[int, int]:
@@ -521,7 +532,8 @@ class StreamModel:
         return full_resp, inc_resp
 
     def _book(self, ex: Exchange, kind: str) -> tuple[str, str | None]:
-        """Realised (a working session), potential (no session at all) or lost (a session that failed)."""
+        """Realised (a working session), potential (no session at all) or lost (a session that failed). What a
+        realised exchange still carries beyond its incremental equivalent is its excess (savings.Tally)."""
         err = ex.error_code or 0
         first = self.exchanges == 0
         prev_error, self.last_error = self.last_error, err

@@ -34,6 +34,16 @@ def _label(c: dict) -> str:
     return f"{c.get('client_id') or '?'}@{c['client']}"
 
 
+def excess_text(t: dict) -> str:
+    """The part of the saving that working sessions still carry (savings.py: the categories add up to it)."""
+    excess = t.get("excess_bytes") or 0
+    req, resp = t.get("excess_request_bytes") or 0, t.get("excess_response_bytes") or 0
+    if not (excess or req or resp):
+        return ""
+    return (f"; working sessions carry {human(excess)} more than their incremental equivalent (requests "
+            f"{human(req)}: unchanged partitions resent; responses {human(resp)})")
+
+
 def summary_lines(s: dict) -> list[str]:
     """A few sentences a support engineer can paste into a ticket."""
     t = s.get("total") or {}
@@ -50,7 +60,7 @@ def summary_lines(s: dict) -> list[str]:
         f"Already saved by sessions that work: {human(t['realised_bytes'])}. Sessionless clients could save "
         f"{human(t['potential_bytes'])}; failing sessions lose {human(t['lost_bytes'])}"
         + (" (" + ", ".join(f"{k}: {human(v)}" for k, v in t["lost_by_cause"].items() if v) + ")"
-           if any(t["lost_by_cause"].values()) else "") + ".",
+           if any(t["lost_by_cause"].values()) else "") + excess_text(t) + ".",
     ]
     proj = t.get("projection") or {}
     if proj:
@@ -112,12 +122,13 @@ def markdown(s: dict) -> list[str]:
     clients = s.get("per_client", [])
     if clients:
         out += ["", "| client | exchanges | actual | full | incremental | records | saved | % of metadata | saved/h "
-                    "| realised | lost |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+                    "| realised | potential | lost | excess |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in clients:
             out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in (
                 _label(c), c["exchanges"], c["actual_bytes"], c["full_bytes"], c["incremental_bytes"],
                 c["records_bytes"], c["saved_bytes"], pct(c["saved_share_of_metadata"]),
-                human(c["saved_bytes_per_hour"]), c["realised_bytes"], c["lost_bytes"])) + " |")
+                human(c["saved_bytes_per_hour"]), c["realised_bytes"], c["potential_bytes"], c["lost_bytes"],
+                c["excess_bytes"])) + " |")
     brokers = s.get("per_broker", [])
     if brokers:
         out += ["", "| broker | exchanges | actual | incremental | saved | saved/h |", "|---|---|---|---|---|---|"]

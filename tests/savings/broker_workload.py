@@ -33,11 +33,11 @@ def schedule(rounds: int, partitions: int, changes_per_round: int) -> list[list[
     return out
 
 
-async def _run(topic: str, partitions: int, plan, sessions: bool, pcap_path=None) -> dict:
+async def _run(topic: str, partitions: int, plan, sessions: bool, pcap_path=None, history: bool = True) -> dict:
     broker = Broker(BrokerConfig(host="127.0.0.1", port=0, session_seed=1))
     state = broker.core.state
     state.create_topic(topic, partitions, uuid.uuid5(uuid.NAMESPACE_DNS, topic))
-    for p in range(partitions):   # some history on every partition
+    for p in range(partitions if history else 0):   # some history on every partition
         state.topics.partition(topic, p).append(make_batch([b"h" * 30] * 3))
     port = await broker.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -101,5 +101,7 @@ async def _run(topic: str, partitions: int, plan, sessions: bool, pcap_path=None
     return {"request_bytes": sent, "response_bytes": received, "positions": positions}
 
 
-def run(topic: str, partitions: int, plan, sessions: bool, pcap_path=None) -> dict:
-    return asyncio.run(_run(topic, partitions, plan, sessions, pcap_path))
+def run(topic: str, partitions: int, plan, sessions: bool, pcap_path=None, history: bool = True) -> dict:
+    """history=False: the partitions start empty, so only the plan's changes move positions (no first catch-up
+    round in which every partition changes)."""
+    return asyncio.run(_run(topic, partitions, plan, sessions, pcap_path, history))
