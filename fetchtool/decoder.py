@@ -6,9 +6,10 @@
     print("\n".join(run.report.lines()))
 
 Chains capture/ (reader -> TCP segments -> reassembly) into protocol/ (framing -> pairing -> codec). Items come
-out in request order within each file (by the frame that completed the request), streamed: completed exchanges
-wait only while an earlier request on some connection still waits for its response. Bad input never raises a
-traceback: unreadable files are counted warnings, and CaptureError (one line) only when nothing could be read.
+out in request order within each capture (a file, or a rotated set of files decoded as one) by the frame that
+completed the request, streamed: completed exchanges wait only while an earlier request on some connection still
+waits for its response. Bad input never raises a traceback: unreadable files are counted warnings, and
+CaptureError (one line) only when nothing could be read.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import os
 from collections.abc import Iterable, Iterator
 
 from .capture.events import ConnectionClosed, StreamData, StreamGap
-from .capture.packets import CaptureStats
 from .capture.reader import CaptureError
-from .capture.streams import stream_events
+from .capture.rotation import file_order, rotation_groups, set_label
+from .capture.streams import FileRead, stream_set_events
 from .exchange import Exchange
 from .protocol.connection import DecodeContext, KafkaConnection, OrphanResponse
 from .protocol.report import DecodeReport
@@ -29,7 +30,12 @@ __all__ = ["decode_capture", "decode_events", "DecodeRun", "DecodeReport", "Orph
 
 
 class DecodeRun:
-    """Iterate it once for the items; `report` is complete when the iteration ends."""
+    """Iterate it once for the items; `report` is complete when the iteration ends.
+
+    Files that are one capture cut in pieces (a rotated set: cap.pcap, cap.pcap1, ... following each other in
+    time; capture/rotation.py) are decoded as one capture, as the Spark engine does: one TCP reassembly across
+    the files, frames counting on from file to file (`mergecap -a` numbering), rows labelled with the set's
+    label ("cap.pcap+2"); the report lists every file. Other files are decoded each on its own."""
 
     def __init__(self, paths: Iterable[str | os.PathLike], ports: Iterable[int] | None = None):
         self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
@@ -40,29 +46,33 @@ class DecodeRun:
     def __iter__(self) -> Iterator[Exchange | OrphanResponse]:
         read_any = False
         errors: list[str] = []
-        for path in self.paths:
-            stats = CaptureStats()
-            label = os.path.basename(os.fspath(path))
-            self.report.files.append(label)
+        self.report.files.extend(os.path.basename(os.fspath(path)) for path in file_order(self.paths))
+        for group in rotation_groups(self.paths):
+            names = [os.path.basename(os.fspath(path)) for path in group]
+            reads = [FileRead(path) for path in group]
             try:
-                events = stream_events(path, stats)
-                yield from decode_events(events, label, self.ports, self.report, self._topic_names)
-                if stats.gave_nothing:   # its damage is a counted warning; the error if no other file is read
-                    errors.append(stats.nothing_read(label))
-                else:
-                    read_any = True
-            except CaptureError as exc:
+                events = stream_set_events(reads)
+                yield from decode_events(events, set_label(names), self.ports, self.report, self._topic_names)
+            except (CaptureError, OSError) as exc:  # the reader process stopped: the set's files are not all read
                 msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 errors.append(msg)
                 self.report.warn("unreadable_file", msg)
-                if stats.decoded_any:
-                    read_any = True
-            except OSError as exc:
-                msg = f"{os.fspath(path)}: {exc.strerror or exc}"
-                errors.append(msg)
-                self.report.warn("unreadable_file", msg)
             finally:
-                self.report.add_capture(stats)
+                for read, name in zip(reads, names):
+                    stats, exc = read.stats, read.error
+                    if isinstance(exc, CaptureError):
+                        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                    elif exc is not None:
+                        msg = f"{os.fspath(read.path)}: {exc.strerror or exc}"
+                    if exc is not None:
+                        errors.append(msg)
+                        self.report.warn("unreadable_file", msg)
+                        read_any = read_any or stats.decoded_any
+                    elif stats.gave_nothing:  # its damage is a counted warning; the error if no file is read
+                        errors.append(stats.nothing_read(name))
+                    else:
+                        read_any = True
+                    self.report.add_capture(stats)
         if not read_any and errors:
             raise CaptureError(errors[0] if len(errors) == 1 else f"{errors[0]} (and {len(errors) - 1} more)")
 

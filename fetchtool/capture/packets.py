@@ -71,8 +71,10 @@ class CaptureStats:
         return f"{label}: nothing could be read: {damage}"
 
 
-def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None) -> Iterator[Segment]:
-    """Yield every TCP segment of one capture file, in file order, with Wireshark frame numbers."""
+def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None,
+                  frame_offset: int = 0) -> Iterator[Segment]:
+    """Yield every TCP segment of one capture file, in file order, with Wireshark frame numbers (plus
+    `frame_offset`: a later file of a rotated set numbers on from the packets of the files before it)."""
     if stats is None:
         stats = CaptureStats()
     stats.files += 1
@@ -121,7 +123,7 @@ def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None) ->
             if truncated:
                 warnings[W_TRUNCATED] += 1
             segments += 1
-            yield _segment(frame, ts, pair[0], pair[1], seq, flags, buf[pay:stop], ack, truncated,
+            yield _segment(frame + frame_offset, ts, pair[0], pair[1], seq, flags, buf[pay:stop], ack, truncated,
                            pay if type(buf) is mmap.mmap else -1)
     finally:
         stats.packets += packets

@@ -1,14 +1,20 @@
-"""A capture file's ordered TCP stream events, read in this process or in a second one.
+"""A capture's ordered TCP stream events, read in this process or in a second one.
 
     for event in stream_events(path, stats):       # StreamData / StreamGap / ConnectionClosed, in file order
         ...
+    reads = [FileRead(p) for p in rotated_set]     # a capture cut in pieces (capture/rotation.py)
+    for event in stream_set_events(reads):         # one reassembly across the files, frames counting on
+        ...                                        # each read's .stats and .error are set as it is read
 
 Reading, link layers and reassembly are ~40% of a decode and do not depend on the Kafka layer after them, so on
 a large capture they run in a forked child while this process decodes Kafka: the two halves overlap on two
 cores. The child sends its events in batches over a pipe (a packed descriptor per event, the payload bytes,
 each Endpoint once) and this process rebuilds identical frozen events, in the same order. The child's stats
-and a CaptureError travel at the end. If the consumer stops early (a closed pipe, Ctrl-C), the child is killed
-and reaped. Small, compressed or unforkable inputs are read in this process: a fork is not worth it there.
+and errors travel at the end. If the consumer stops early (a closed pipe, Ctrl-C), the child is killed and
+reaped. Small, compressed or unforkable inputs are read in this process: a fork is not worth it there.
+
+A set's files go through one TcpReassembler, in order: frames of a file count on from the packets of the files
+before it, and a file that cannot be read is that file's error (FileRead.error), not the end of the set.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import pickle
 import signal
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from .._fast import fast_constructor
 from .events import ConnectionClosed, Endpoint, StreamData, StreamEvent, StreamGap
@@ -27,13 +34,14 @@ from .packets import CaptureStats, iter_segments
 from .reader import PCAPNG_SHB, PCAP_MAGICS, RELEASE_EVERY, CaptureError
 from .reassembly import TcpReassembler
 
-__all__ = ["stream_events", "stream_events_here", "stream_events_in_child", "BACKGROUND_MIN_BYTES"]
+__all__ = ["stream_events", "stream_events_here", "stream_events_in_child", "stream_set_events", "FileRead",
+           "BACKGROUND_MIN_BYTES"]
 
 BACKGROUND_MIN_BYTES = 16 * 1024 * 1024  # below this the fork costs more than the overlap gains
 _BATCH_BYTES = 1 << 20
 _BATCH_EVENTS = 512
 
-_DATA, _GAP, _CLOSED, _ENDPOINT = range(4)
+_DATA, _GAP, _CLOSED, _ENDPOINT, _FILE = range(5)
 _REASONS = ("fin", "rst", "reused", "end_of_capture")
 # kind, conn, src, dst, frame, ts, length (data) / lost bytes / reason, file offset of the data (-1: in the batch)
 _DESC = struct.Struct("=BIIIIdQq")
@@ -43,58 +51,100 @@ _gap = fast_constructor(StreamGap)
 _closed = fast_constructor(ConnectionClosed)
 
 
+@dataclass
+class FileRead:
+    """One file of a capture as it was read: what the capture layer counted, and the error that stopped its
+    reading (CaptureError or OSError; None when it was read to its end)."""
+
+    path: object
+    stats: CaptureStats = field(default_factory=CaptureStats)
+    error: Exception | None = None
+
+
 def stream_events(path, stats: CaptureStats) -> Iterator[StreamEvent]:
-    """The events of one capture file; in a child process when the file is large enough to gain from it."""
+    """The events of one capture file; in a child process when the file is large enough to gain from it.
+    Raises the file's CaptureError / OSError."""
     if _worth_a_child(path):
         return stream_events_in_child(path, stats)
     return stream_events_here(path, stats)
 
 
+def stream_set_events(reads: list[FileRead]) -> Iterator[StreamEvent]:
+    """The events of several files read as one capture (a rotated set), in a child process when the files are
+    large enough to gain from it. Each file's stats and error land in its FileRead; nothing is raised for them."""
+    if _worth_a_child(*(r.path for r in reads)):
+        return _set_in_child(reads)
+    return _set_here(reads)
+
+
 def stream_events_here(path, stats: CaptureStats) -> Iterator[StreamEvent]:
+    read = FileRead(path, stats)
+    yield from _set_here([read])
+    if read.error is not None:
+        raise read.error
+
+
+def _set_here(reads: list[FileRead]) -> Iterator[StreamEvent]:
     reasm = TcpReassembler()
-    frame, ts = 0, 0.0
-    for seg in iter_segments(path, stats):
-        frame, ts = seg.frame, seg.ts
-        yield from reasm.feed(seg)
+    frame, ts, offset = 0, 0.0, 0
+    for read in reads:
+        try:
+            for seg in iter_segments(read.path, read.stats, offset):
+                frame, ts = seg.frame, seg.ts
+                yield from reasm.feed(seg)
+        except (CaptureError, OSError) as exc:
+            read.error = exc
+        offset += read.stats.packets
     yield from reasm.finish(frame, ts)
 
 
-def _worth_a_child(path) -> bool:
+def _worth_a_child(*paths) -> bool:
     if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or os.environ.get("FETCHTOOL_ONE_PROCESS"):
         return False
     try:
-        if os.path.getsize(path) < BACKGROUND_MIN_BYTES:
+        if sum(os.path.getsize(p) for p in paths) < BACKGROUND_MIN_BYTES:
             return False
-        with open(path, "rb") as fh:  # an uncompressed capture: gzip streams are read where they are decoded
-            magic = struct.unpack("<I", fh.read(4).ljust(4, b"\0"))[0]
-        return magic in PCAP_MAGICS or magic == PCAPNG_SHB
+        for p in paths:
+            with open(p, "rb") as fh:  # uncompressed captures: gzip streams are read where they are decoded
+                magic = struct.unpack("<I", fh.read(4).ljust(4, b"\0"))[0]
+            if magic not in PCAP_MAGICS and magic != PCAPNG_SHB:
+                return False
+        return True
     except OSError:
         return False  # the in-process reader reports it as one line
 
 
 def stream_events_in_child(path, stats: CaptureStats) -> Iterator[StreamEvent]:
     """Like stream_events_here, with the reading and reassembly done by a forked child."""
+    read = FileRead(path, stats)
+    yield from _set_in_child([read])
+    if read.error is not None:
+        raise read.error
+
+
+def _set_in_child(reads: list[FileRead]) -> Iterator[StreamEvent]:
+    paths = [r.path for r in reads]
     r, w = os.pipe()
     _grow_pipe(w)
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(r)
-        _child(path, w)
+        _child(paths, w)
     os.close(w)
     try:
         with open(r, "rb", buffering=_BATCH_BYTES) as pipe:
-            yield from _receive(pipe, stats, path)
+            yield from _receive(pipe, reads)
     finally:
         _reap(pid)
 
 
 # -- the child ----------------------------------------------------------------------------------------------
-def _child(path, fd: int) -> None:
+def _child(paths: list, fd: int) -> None:
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
         with open(fd, "wb", buffering=_BATCH_BYTES) as out:
-            _send(out, path)
+            _send(out, paths)
         code = 0
     except BaseException:  # noqa: BLE001  (a dead parent: nobody to report to)
         pass
@@ -102,8 +152,7 @@ def _child(path, fd: int) -> None:
         os._exit(code)
 
 
-def _send(out, path) -> None:
-    stats = CaptureStats()
+def _send(out, paths: list) -> None:
     endpoints: dict[Endpoint, int] = {}  # -> its number in the batches
     descs: list[bytes] = []
     data: list[bytes] = []
@@ -141,42 +190,51 @@ def _send(out, path) -> None:
         else:
             descs.append(pack(_CLOSED, ev.conn, 0, 0, ev.frame, ev.ts, _REASONS.index(ev.reason), -1))
 
-    error = None
+    files: list[tuple] = []  # per file: (stats, error or None)
+    bug = None
     reasm = TcpReassembler()
-    frame, ts = 0, 0.0
+    frame, ts, offset = 0, 0.0, 0
     try:
-        for seg in iter_segments(path, stats):
-            frame, ts, payload, at = seg.frame, seg.ts, seg.payload, seg.at
-            for ev in reasm.feed(seg):
-                put(ev, payload, at)
-            if len(descs) >= _BATCH_EVENTS:
-                flush()
+        for i, path in enumerate(paths):
+            if i:  # the parent maps this file now: the data references that follow are offsets in it
+                descs.append(pack(_FILE, i, 0, 0, 0, 0.0, 0, -1))
+            stats, error = CaptureStats(), None
+            try:
+                for seg in iter_segments(path, stats, offset):
+                    frame, ts, payload, at = seg.frame, seg.ts, seg.payload, seg.at
+                    for ev in reasm.feed(seg):
+                        put(ev, payload, at)
+                    if len(descs) >= _BATCH_EVENTS:
+                        flush()
+            except CaptureError as exc:
+                error = ("capture", str(exc))
+            except OSError as exc:
+                error = ("os", exc.errno, exc.strerror, exc.filename)
+            files.append((stats, error))
+            offset += stats.packets
         for ev in reasm.finish(frame, ts):
             put(ev)
-    except CaptureError as exc:
-        error = ("capture", str(exc))
-    except OSError as exc:
-        error = ("os", exc.errno, exc.strerror, exc.filename)
     except Exception as exc:  # noqa: BLE001  (a bug: the parent re-raises it with this text)
-        error = ("bug", f"{type(exc).__name__}: {exc}")
+        bug = f"{type(exc).__name__}: {exc}"
     flush()
-    final = pickle.dumps((stats, error))
+    final = pickle.dumps((files, bug))
     out.write(_HEAD.pack(-1, len(final)))
     out.write(final)
 
 
 # -- the parent ---------------------------------------------------------------------------------------------
-def _receive(pipe, stats: CaptureStats, path) -> Iterator[StreamEvent]:
+def _receive(pipe, reads: list[FileRead]) -> Iterator[StreamEvent]:
     endpoints: list[Endpoint] = []
     read = pipe.read
     unpack = _DESC.iter_unpack
     size = _DESC.size
-    with _Mapped(path) as file:
-        mm = memoryview(file.mm)  # events hold views of the capture's own bytes: no copy until framing joins them
+    file = _Mapped(reads[0].path)
+    try:
+        mm = file.view  # events hold views of the capture's own bytes: no copy until framing joins them
         while True:
             head = read(_HEAD.size)
             if len(head) < _HEAD.size:
-                raise CaptureError(f"{path}: the capture reader process stopped unexpectedly")
+                raise CaptureError(f"{reads[0].path}: the capture reader process stopped unexpectedly")
             count, nbytes = _HEAD.unpack(head)
             if count < 0:
                 break
@@ -195,45 +253,56 @@ def _receive(pipe, stats: CaptureStats, path) -> Iterator[StreamEvent]:
                     yield _gap(conn, endpoints[a], endpoints[b], n, frame, ts)
                 elif kind == _CLOSED:
                     yield _closed(conn, _REASONS[n], frame, ts)
-                else:
+                elif kind == _ENDPOINT:
                     endpoints.append(Endpoint(blob[pos:pos + n].decode(), a))
                     pos += n
+                else:  # _FILE: the next file of the set
+                    file.close()
+                    file = _Mapped(reads[conn].path)
+                    mm = file.view
             file.release(at)  # the batch's last reference (-1 when it had none: nothing to release yet)
-    child_stats, error = pickle.loads(read(nbytes))
-    stats.merge(child_stats)
-    if error is None:
-        return
-    if error[0] == "capture":
-        raise CaptureError(error[1])
-    if error[0] == "os":
-        raise OSError(error[1], error[2], error[3])
-    raise RuntimeError(f"capture reader process: {error[1]}")
+    finally:
+        file.close()
+    files, bug = pickle.loads(read(nbytes))
+    for r, (stats, error) in zip(reads, files):
+        r.stats.merge(stats)
+        if error is None:
+            continue
+        r.error = CaptureError(error[1]) if error[0] == "capture" else OSError(error[1], error[2], error[3])
+    if bug is not None:
+        raise RuntimeError(f"capture reader process: {bug}")
 
 
 class _Mapped:
     """This process's own read-only map of the capture, handing pages back as the child's references pass
-    them (as the reader does), so a 1 GB capture does not become 1 GB of resident memory here either."""
+    them (as the reader does), so a 1 GB capture does not become 1 GB of resident memory here either. A file
+    that cannot be mapped (empty, gone) has no view: the child sends no reference into it, only its error."""
 
     def __init__(self, path):
-        self._fh = open(path, "rb")
-        self.mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+        self.mm = self.view = None
         self._released = 0
+        try:
+            with open(path, "rb") as fh:
+                self.mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            self.view = memoryview(self.mm)
+        except (OSError, ValueError):
+            pass
 
     def release(self, pos: int) -> None:
         stop = pos - pos % mmap.PAGESIZE
-        if stop - self._released >= RELEASE_EVERY and hasattr(mmap, "MADV_DONTNEED"):
+        if (self.mm is not None and stop - self._released >= RELEASE_EVERY and hasattr(mmap, "MADV_DONTNEED")):
             self.mm.madvise(mmap.MADV_DONTNEED, self._released, stop - self._released)
             self._released = stop
 
-    def __enter__(self) -> _Mapped:
-        return self
-
-    def __exit__(self, *exc) -> None:
+    def close(self) -> None:
+        if self.mm is None:
+            return
+        self.view = None
         try:
             self.mm.close()
         except BufferError:
             pass  # events still alive hold views: the map goes when the last of them does
-        self._fh.close()
+        self.mm = None
 
 
 def _reap(pid: int) -> None:

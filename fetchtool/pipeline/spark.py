@@ -23,6 +23,7 @@ from pathlib import Path
 
 from fetchtool.capture.packets import CaptureStats
 from fetchtool.capture.reader import CaptureError
+from fetchtool.capture.rotation import natural_key, rotated_sets, set_label
 from fetchtool.protocol.report import DecodeReport
 
 from . import spark_stages as st
@@ -74,7 +75,7 @@ def expand_paths(paths, spark=None) -> list[str]:
         else:
             out.append(p)  # a missing file is reported like the polars engine does (unreadable_file)
     seen = dict.fromkeys(out)
-    return sorted(seen, key=st.natural_key)
+    return sorted(seen, key=natural_key)
 
 
 def _hadoop_list(uri: str, spark) -> list[str]:
@@ -132,7 +133,7 @@ class _Decoded:
             src = src.persist(StorageLevel.MEMORY_AND_DISK)
         # Stage 0: packet counts and time spans -> rotated sets and each file's frame offset in its set.
         counts = sorted(src.map(lambda r: st.count_packets(*r)).collect())
-        sets = st.rotated_sets(files, {i: (first, last) for i, _n, first, last, _e in counts})
+        sets = rotated_sets(files, {i: (first, last) for i, _n, first, last, _e in counts})
         names = [os.path.basename(f.rstrip("/")) for f in files]
         offsets, ends, members, errors = {}, {}, {}, []
         for idx, packets, _first, last_ts, error in counts:
@@ -143,7 +144,7 @@ class _Decoded:
             members.setdefault(s, []).append(names[idx])
             if error:
                 errors.append((idx, error, packets))
-        labels = {s: st.set_label(m) for s, m in members.items()}
+        labels = {s: set_label(m) for s, m in members.items()}
         self.labels = labels
         ports = None if ports is None else frozenset(int(p) for p in ports)
         n = max(2, sc.defaultParallelism * 2)

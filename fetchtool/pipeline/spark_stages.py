@@ -10,18 +10,17 @@ Stage 3 (per broker): the broker's items in request order -> SessionTracker + Fi
          Sessions are broker-scoped (Kafka's cache lives in one broker), so a broker is the natural group;
          clients, savings and findings are merged on the driver (fetchtool.pipeline.spark_merge).
 
-Rotated sets: files of one directory whose names differ only in digits (tcpdump -C: cap.pcap, cap.pcap1, ...;
--G: strftime names) and whose packets follow each other in time (no overlap) are one capture cut in pieces,
-ordered by name (natural sort: cap.pcap2 before cap.pcap10). Within a set, frame numbers count on across files,
-exactly as `mergecap -a` of the set's files would number them, so a flow that continues in the next file is one
-stream; every row's `file` is the set's label (`set_label`). A file that is not part of a rotation is a set of
-one: its frames are Wireshark's and its label is its name, as with the polars engine.
+Rotated sets (fetchtool.capture.rotation: the rule both engines share, applied by the driver to stage 0's time
+spans): files of one directory whose names differ only in digits (tcpdump -C: cap.pcap, cap.pcap1, ...) and whose
+packets follow each other in time are one capture cut in pieces, in natural name order. Within a set, frame
+numbers count on across files, exactly as `mergecap -a` of the set's files would number them, so a flow that
+continues in the next file is one stream; every row's `file` is the set's label (`set_label`). A file that is
+not part of a rotation is a set of one: its frames are Wireshark's and its label is its name.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections import Counter
 from itertools import groupby, islice
@@ -34,44 +33,6 @@ from fetchtool.protocol.connection import OrphanResponse
 from fetchtool.protocol.report import DecodeReport
 
 STATS_KEY = (-1,)  # the flow key of per-file capture statistics travelling with the segments (sorts first)
-
-
-def natural_key(path: str) -> list:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
-
-
-def rotation_stem(path: str) -> tuple[str, str]:
-    """Files of one rotated set share this: their directory and their name without digits (tcpdump -C: cap.pcap, cap.pcap1, ...)."""
-    return os.path.dirname(path), re.sub(r"\d+", "", os.path.basename(path))  # cap.pcap ~ cap.pcap1
-
-
-def rotated_sets(files: list[str], spans: dict[int, tuple]) -> list[int]:
-    """Set index of each file (files in natural order; spans: index -> (first ts, last ts) or (None, None))."""
-    sets: list[int] = []
-    open_sets: dict[tuple, tuple[int, float]] = {}  # stem -> (set index, last ts of the set so far)
-    n = 0
-    for i, f in enumerate(files):
-        first, last = spans.get(i, (None, None))
-        stem = rotation_stem(f)
-        cur = open_sets.get(stem)
-        if cur is not None and first is not None and cur[1] is not None and first >= cur[1]:
-            sets.append(cur[0])
-        else:
-            sets.append(n)
-            cur = (n, None)
-            n += 1
-        if last is not None:
-            open_sets[stem] = (cur[0], last)
-        elif stem not in open_sets:
-            open_sets[stem] = cur
-    return sets
-
-
-def set_label(names: list[str]) -> str:
-    """The `file` of every row: the file itself, or the first file of a rotated set and how many follow."""
-    if not names:
-        return ""
-    return names[0] if len(names) == 1 else f"{names[0]}+{len(names) - 1}"
 
 
 class _LocalCopy:
