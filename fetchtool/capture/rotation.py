@@ -23,8 +23,10 @@ from .reader import CaptureError, read_records
 __all__ = ["natural_key", "rotation_stem", "rotated_sets", "set_label", "time_span", "rotation_groups", "file_order"]
 
 
-def natural_key(path: str) -> list:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
+def natural_key(path: str) -> tuple:
+    """Rotation order: the files of one stem together, ordered by the numbers in their names, a name without
+    one first (cap.pcap2 before cap.pcap10; tcpdump -C -z gzip's cap.pcap.gz before cap.pcap1.gz)."""
+    return rotation_stem(path), [int(t) for t in re.findall(r"\d+", os.path.basename(path))]
 
 
 def rotation_stem(path: str) -> tuple[str, str]:

@@ -131,6 +131,16 @@ def test_a_gzip_compressed_ring_buffer_is_a_rotated_set_too(tmp_path):
     assert unsplit_view(got, f"{pieces[0].name}+2", DROP.name) == as_json(analyze_capture([DROP]))
 
 
+def test_tcpdump_gzip_rotation_names_put_the_unnumbered_first_file_first(tmp_path):
+    # tcpdump -C 1 -z gzip -w drop.pcap: drop.pcap.gz, drop.pcap1.gz, drop.pcap2.gz (plain name order would put
+    # drop.pcap1.gz first, and the real first piece would be left out of the set)
+    pieces = split_pcap(DROP, tmp_path, every=100, name="drop.pcap", gz=True)
+    assert [p.name for p in pieces] == ["drop.pcap.gz", "drop.pcap1.gz", "drop.pcap2.gz"]
+    got = as_json(analyze_capture(sorted(pieces)))
+    assert got["capture"]["decode"]["files"] == [p.name for p in pieces]
+    assert unsplit_view(got, "drop.pcap.gz+2", DROP.name) == as_json(analyze_capture([DROP]))
+
+
 def test_a_large_set_is_read_by_the_forked_reader_with_the_same_items(tmp_path, monkeypatch):
     pieces = split_pcap(DROP, tmp_path, every=100, name="drop.pcap")
     here = list(decode_capture(pieces))
