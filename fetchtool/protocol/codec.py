@@ -119,10 +119,13 @@ def _kio_module(api_key: int, version: int, kind: str):
 
 
 @cache
+def _kio_entity(api_key: int, version: int, kind: str):
+    return getattr(_kio_module(api_key, version, kind), _ENTITY[api_key] + kind.capitalize())
+
+
+@cache
 def _kio_reader(api_key: int, version: int, kind: str):
-    mod = _kio_module(api_key, version, kind)
-    cls = getattr(mod, _ENTITY[api_key] + kind.capitalize())
-    return entity_reader(cls)
+    return entity_reader(_kio_entity(api_key, version, kind))
 
 
 @cache
@@ -135,12 +138,15 @@ _ENTITY = {FETCH: "Fetch", FETCH_SNAPSHOT: "FetchSnapshot", API_VERSIONS: "ApiVe
 
 
 def _kio_read(api_key: int, version: int, kind: str, body):
-    reader = _kio_reader(api_key, version, kind)
+    """Every kio decode goes through here: the guard first, because kio's native reader aborts the process
+    (not raises) on an array count of billions (see _kio_guard)."""
+    from ._kio_guard import check
+
+    entity, reader = _kio_entity(api_key, version, kind), _kio_reader(api_key, version, kind)
     try:
+        check(entity, body)
         value, size = reader(body, 0)
-    except CodecError:
-        raise
-    except Exception as exc:  # the native reader raises assorted errors on bad input
+    except Exception as exc:  # the guard's CodecError, or the native reader's assorted errors on bad input
         raise CodecError(f"{_ENTITY[api_key]} v{version} {kind}: {exc}") from None
     if size != len(body):
         raise CodecError(f"{_ENTITY[api_key]} v{version} {kind}: {len(body) - size} bytes left after the body")
