@@ -139,8 +139,8 @@ _ENTITY = {FETCH: "Fetch", FETCH_SNAPSHOT: "FetchSnapshot", API_VERSIONS: "ApiVe
 
 def _kio_read(api_key: int, version: int, kind: str, body):
     """Every kio decode goes through here: the guard first, because kio's native reader aborts the process
-    (not raises) on an array count of billions (see _kio_guard)."""
-    from ._kio_guard import check
+    (not raises) on an array count of billions (see kio_guard)."""
+    from .kio_guard import check
 
     entity, reader = _kio_entity(api_key, version, kind), _kio_reader(api_key, version, kind)
     try:

@@ -17,7 +17,7 @@ from ..exchange import Exchange
 from . import codec
 from .framing import MAX_FRAME, Frame, Framer
 from .headers import (
-    API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, HeaderError, api_name, parse_request_header,
+    API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, HeaderError, parse_request_header,
     plausible_request_start, response_body_offset,
 )
 from .report import DecodeReport

@@ -252,8 +252,7 @@ def test_a_wildcard_advertised_host_is_refused_as_kafka_does(value):
 
 def test_a_client_closed_for_breaking_the_protocol_is_logged_without_verbose(broker_command):
     proc, port = broker_command("--topic", "t:1")
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as polite:
-        pass                                                   # a routine close: not worth a line
+    socket.create_connection(("127.0.0.1", port), timeout=5).close()  # a routine close: not worth a line
     with socket.create_connection(("127.0.0.1", port), timeout=5) as rude:
         rude.sendall(struct.pack(">ihhi", 10, 999, 0, 7) + b"\x00\x00")  # API key 999: no such API
         assert rude.recv(100) == b""                           # the broker hung up on it
@@ -267,3 +266,21 @@ def test_a_client_closed_for_breaking_the_protocol_is_logged_without_verbose(bro
     closed = [line for line in proc.stderr.read().splitlines() if " closed: " in line]
     assert len(closed) == 2, closed
     assert "999" in closed[0] and str(2**31 - 1) in closed[1]
+
+
+def test_a_request_claiming_billions_of_topics_is_refused_and_the_broker_serves_on(broker_command):
+    # Fetch v12 (flexible): replica -1, max wait, min bytes, max bytes, isolation, session id, epoch, then a
+    # compact topics array whose count claims 2**32 - 2 entries in a frame of a few bytes. Reading it with kio's
+    # native reader as it is would reserve memory for them all, and Rust aborts the process on that.
+    body = struct.pack(">iiiibii", -1, 500, 1, 1 << 20, 0, 0, -1) + b"\xff\xff\xff\xff\x0f" + b"\x00" * 4
+    header = struct.pack(">hhih", 1, 12, 9, 3) + b"bad" + b"\x00"  # request header v2: no tagged fields
+    proc, port = broker_command("--topic", "t:1")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as bad:
+        bad.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        assert bad.recv(100) == b""                            # the broker hung up on this client only
+    with RawClient("127.0.0.1", port) as client:
+        assert client.call(fetch_request(12, [("t", 0, 0, 1000)], epoch=0)).error_code == 0
+    assert proc.poll() is None, proc.stderr.read()
+    proc.terminate()
+    assert proc.wait(10) == 0
+    assert "entries in" in proc.stderr.read()

@@ -20,7 +20,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records, i32Timedelta
 
-from fetchtool.protocol import _kio_guard, codec
+from fetchtool.protocol import kio_guard, codec
 
 HERE = Path(__file__).parent
 REAL = {tuple(k.split("/")): bytes.fromhex(hx)
@@ -60,12 +60,12 @@ def test_the_guard_walks_exactly_the_bytes_kio_reads(api_key, version, kind):
     @given(st.from_type(entity))
     def check(value):
         body = _write(entity, value)
-        assert _kio_guard.check(entity, body) == entity_reader(entity)(body, 0)[1] == len(body)
+        assert kio_guard.check(entity, body) == entity_reader(entity)(body, 0)[1] == len(body)
 
     check()
     real = REAL.get((str(api_key), str(version), kind))
     if real is not None:
-        assert _kio_guard.check(entity, real) == len(real)
+        assert kio_guard.check(entity, real) == len(real)
 
 
 def test_a_snapshot_response_claiming_billions_of_node_endpoints_in_a_tagged_field_is_malformed():
@@ -75,8 +75,8 @@ def test_a_snapshot_response_claiming_billions_of_node_endpoints_in_a_tagged_fie
     body = codec.encode_response(59, 1, codec.FetchResponseBody(session_id=None))
     assert body.endswith(b"\x00")  # no tagged fields
     damaged = body[:-1] + b"\x01" + b"\x00" + b"\x06" + b"\xff\xff\xff\xff\x0f" + b"\x00"  # 1 tag: 0, size, count
-    with pytest.raises(_kio_guard.ArrayTooLong) as err:
-        _kio_guard.check(FetchSnapshotResponse, damaged)
+    with pytest.raises(kio_guard.ArrayTooLong) as err:
+        kio_guard.check(FetchSnapshotResponse, damaged)
     assert err.value.count == 0xFFFF_FFFF - 1
     assert isinstance(_decode(59, 1, "response", damaged), codec.CodecError)
 
@@ -89,13 +89,13 @@ def test_structs_in_a_tagged_field_are_walked_with_their_own_tags_as_kio_reads_t
     value = r.FetchSnapshotResponse(throttle_time=i32Timedelta.parse(timedelta(0)), error_code=ErrorCode.none,
                                     topics=(), node_endpoints=endpoints)
     body = _write(r.FetchSnapshotResponse, value)
-    assert _kio_guard.check(r.FetchSnapshotResponse, body) == entity_reader(r.FetchSnapshotResponse)(body, 0)[1]
-    assert _kio_guard.check(r.FetchSnapshotResponse, body) == len(body)
+    assert kio_guard.check(r.FetchSnapshotResponse, body) == entity_reader(r.FetchSnapshotResponse)(body, 0)[1]
+    assert kio_guard.check(r.FetchSnapshotResponse, body) == len(body)
     # the second endpoint (last on the wire) claims a tag NodeEndpoint does not have: kio refuses it, the guard
     # stops there
     assert body[-1] == 0  # its tagged-field count
     unknown_tag = body[:-1] + b"\x01\x07\x00"  # one tagged field: tag 7, size 0
-    assert _kio_guard.check(r.FetchSnapshotResponse, unknown_tag) is None
+    assert kio_guard.check(r.FetchSnapshotResponse, unknown_tag) is None
     with pytest.raises(KeyError):
         entity_reader(r.FetchSnapshotResponse)(unknown_tag, 0)
     assert isinstance(_decode(59, 1, "response", unknown_tag), codec.CodecError)
@@ -105,8 +105,8 @@ def test_a_legacy_array_count_past_the_body_is_malformed():
     # Fetch v7 response: Responses is an int32-counted array; 2^31-1 entries needs 16 GB of reservation
     body = bytearray(REAL[("1", "7", "response")])
     body[10:14] = b"\x7f\xff\xff\xff"  # throttle (4), error code (2), session id (4), then the Responses count
-    with pytest.raises(_kio_guard.ArrayTooLong):
-        _kio_guard.check(codec._kio_entity(1, 7, "response"), bytes(body))
+    with pytest.raises(kio_guard.ArrayTooLong):
+        kio_guard.check(codec._kio_entity(1, 7, "response"), bytes(body))
     assert isinstance(_decode(1, 7, "response", bytes(body)), codec.CodecError)
 
 
@@ -137,8 +137,8 @@ def _fuzz_in_this_process(n_examples: int, last: Path) -> None:
         body = bytes(body[: data.draw(st.integers(0, len(body)))] if data.draw(st.booleans()) else body)
         last.write_text(f"{api_key} {version} {kind} {body.hex()}")  # what to replay if the process dies
         try:
-            end = _kio_guard.check(entity, body)
-        except _kio_guard.ArrayTooLong:
+            end = kio_guard.check(entity, body)
+        except kio_guard.ArrayTooLong:
             pass  # the codec answers CodecError: checked below
         else:
             try:  # kio unguarded is safe here: this is what the guard vouched for
@@ -165,3 +165,10 @@ def test_mutated_bodies_only_ever_decode_or_raise_codec_error_never_abort(tmp_pa
 
 if __name__ == "__main__":
     _fuzz_in_this_process(int(sys.argv[1]), Path(sys.argv[2]))
+
+
+def test_a_body_of_no_fields_has_nothing_to_count():
+    # ApiVersions v0-v2 requests: every client's first request to a broker
+    from kio.schema.api_versions.v0.request import ApiVersionsRequest
+
+    assert kio_guard.check(ApiVersionsRequest, b"\x00\x12header", 8) == 8

@@ -50,11 +50,14 @@ class _Stop(Exception):
     """The bytes are damaged in a way kio itself raises on; the walk ends here."""
 
 
-def check(entity_type, buf) -> int | None:
-    """Raise CodecError if `buf` (a whole body of `entity_type`) holds an array count no body that size can.
-    Returns where the walk ended (kio's size for a body it reads), or None where it stopped early."""
+def check(entity_type, buf, offset: int = 0) -> int | None:
+    """Raise CodecError if `buf` (a body of `entity_type` from `offset` to its end) holds an array count no body
+    that size can. Returns where the walk ended (offset + kio's size for a body it reads), or None where it
+    stopped early."""
+    if not (fields(entity_type) or entity_type.__flexible__):
+        return offset  # a body of no bytes (ApiVersions v0-v2 requests): nothing to count
     try:
-        return _walker(entity_type, False)(buf, 0)
+        return _walker(entity_type, False)(buf, offset)
     except (_Stop, IndexError, StructError):  # a length or count past the end
         return None
 
