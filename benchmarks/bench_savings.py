@@ -9,6 +9,7 @@ bytes vs the bytes a session-using run of the same workload really sent and rece
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 import subprocess
@@ -89,7 +90,10 @@ def accuracy() -> None:
 
 
 def main() -> None:
-    path = sys.argv[1] if len(sys.argv) > 1 else "/tmp/bench_savings.pcapng"
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("capture", nargs="?", default="/tmp/bench_savings.pcapng",
+                    help="capture to time the estimator on (made with make_bench_capture.py if missing)")
+    path = ap.parse_args().capture
     if not os.path.exists(path):
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_bench_capture.py"), path], check=True,
                        stdout=subprocess.DEVNULL)
