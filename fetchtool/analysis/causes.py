@@ -25,7 +25,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from operator import itemgetter
 
-from fetchtool.sessions.cache import FetchSessionCache
+from fetchtool.sessions.cache import DEFAULT_SHARDS, FetchSessionCache
 from fetchtool.sessions.errors import SessionIdOutOfRange
 from fetchtool.sessions.metadata import MAX_INT
 
@@ -110,7 +110,7 @@ class NotFoundResolver:
         for s in sessions:
             self.by_broker.setdefault(s.broker, []).append(s)
         self.slots = cache_slots
-        self.shards = cache_shards if cache_shards else (8 if cache_slots is not None else None)
+        self.shards = cache_shards if cache_shards else (DEFAULT_SHARDS if cache_slots is not None else None)
         self._cache = FetchSessionCache(cache_slots, self.shards, record_events=False) if cache_slots is not None else None
         self._live: dict[str, LiveSessions] = {}
         self._shard_live: dict[tuple[str, int], LiveSessions] = {}  # (broker, shard number), presumed rule

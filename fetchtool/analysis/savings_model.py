@@ -433,25 +433,20 @@ class StreamModel:
             full_resp += actual_resp - reenc_resp
 
         # Bytes that grow with the partition count: everything but the empty frames and the records.
-        full_scalable = full_req - size.empty_request_frame(veq, client_id, replica_id, rack)
-        if not missing:
-            full_scalable += full_resp - size.empty_response_frame(veq) - records
+        empty = (size.empty_request_frame(veq, client_id, replica_id, rack), size.empty_response_frame(veq))
+        full_scalable = _scalable(full_req, full_resp, empty, records, missing)
         actual_scalable = 0
         if kind != INCREMENTAL and ex.error_code in (0, None):
-            actual_scalable = actual_req - size.empty_request_frame(version, client_id, replica_id, rack)
-            if not missing:
-                actual_scalable += actual_resp - size.empty_response_frame(version) - records
-            actual_scalable = max(0, actual_scalable)
+            actual_empty = empty if version == veq else (
+                size.empty_request_frame(version, client_id, replica_id, rack), size.empty_response_frame(version))
+            actual_scalable = max(0, _scalable(actual_req, actual_resp, actual_empty, records, missing))
         # The incremental equivalent is a full fetch too where a session starts (and after a session error), and
         # grows the same way. Not when the client actually sent an incremental request: then the equivalent is
         # full only because the session began before the capture, and it lists just the partitions that
         # request did (the changed ones, whose number does not grow).
         inc_scalable = 0
         if equivalent_full and kind != INCREMENTAL and outcome.error_code == 0:
-            inc_scalable = inc_req - size.empty_request_frame(veq, client_id, replica_id, rack)
-            if not missing:
-                inc_scalable += inc_resp - size.empty_response_frame(veq) - records
-            inc_scalable = max(0, inc_scalable)
+            inc_scalable = max(0, _scalable(inc_req, inc_resp, empty, records, missing))
 
         category, cause = self._book(ex, kind)
         self.exchanges += 1
@@ -559,6 +554,13 @@ class StreamModel:
         return LOST, "churn"                  # a new session again without ever going incremental
 
 
+def _scalable(request: int, response: int, empty: tuple[int, int], records: int, missing: bool) -> int:
+    """The bytes of a request and its response that grow with the partition count: all but the empty frames
+    (`empty`: request, response, at the exchange's version) and the records; the request's alone when the
+    response was not captured."""
+    if missing:
+        return request - empty[0]
+    return request - empty[0] + response - empty[1] - records
 
 
 def _keys(version: int, rows) -> list:

@@ -17,8 +17,9 @@ from fetchtool.broker.state import BrokerConfig
 from fetchtool.capture.events import Endpoint
 from fetchtool.capture.writer import LINKTYPE_ETHERNET, PcapWriter, TcpConversation
 from fetchtool.exchange import ForgottenPartition, RequestPartition
-from fetchtool.protocol.codec import FetchRequestBody, decode_response, encode_request
-from fetchtool.protocol.headers import FETCH, encode_request_header, response_body_offset
+from fetchtool.protocol.codec import decode_response
+from fetchtool.protocol.headers import FETCH, response_body_offset
+from fetchtool.protocol.messages import fetch_request
 from fetchtool.sessions import FetchMetadata, FetchSessionHandler, PartitionData, TopicPartition
 
 VERSION = 12
@@ -70,11 +71,8 @@ async def _run(topic: str, partitions: int, plan, sessions: bool, pcap_path=None
                 meta = FetchMetadata.LEGACY
                 rows = [RequestPartition(topic, None, p, positions[p], 1048576, -1, -1, -1) for p in range(partitions)]
                 forgotten = []
-            body = FetchRequestBody(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=52428800,
-                                    isolation_level=0, session_id=meta.session_id, session_epoch=meta.epoch,
-                                    rack_id="", partitions=tuple(rows), forgotten=tuple(forgotten))
-            msg = encode_request_header(FETCH, VERSION, corr, CLIENT_ID) + encode_request(FETCH, VERSION, body)
-            frame = len(msg).to_bytes(4, "big") + msg
+            frame = fetch_request(VERSION, corr, CLIENT_ID, meta.session_id, meta.epoch, rows, forgotten,
+                                  max_wait_ms=0, min_bytes=0)
             writer.write(frame)
             await writer.drain()
             size = int.from_bytes(await reader.readexactly(4), "big")

@@ -6,7 +6,8 @@ is its incremental equivalent saves nothing at any factor, however many full fet
 made; a sessionless client's saving grows with the factor.
 
 Categories: potential (sessionless), lost (failing sessions) and excess (working sessions that carry more than
-their incremental equivalent, e.g. resending unchanged partitions) add up to saved_bytes exactly.
+their incremental equivalent, e.g. resending unchanged partitions) add up to saved_bytes exactly, by construction
+(savings.Tally books each exchange's saving in one of them); the tests check what lands where.
 """
 
 from __future__ import annotations
@@ -141,17 +142,6 @@ def test_resent_unchanged_partitions_are_booked_as_excess(tmp_path):
     assert r["saved_bytes"] == r["excess_bytes"] == r["excess_request_bytes"]
     assert r["potential_bytes"] == r["lost_bytes"] == 0
     assert a["excess_bytes"] == 0
-    for group in _groups(s):
-        assert group["potential_bytes"] + group["lost_bytes"] + group["excess_bytes"] == group["saved_bytes"]
-
-
-@pytest.mark.parametrize("path", sorted(p for p in CAPTURES.rglob("*.pcap*")), ids=lambda p: p.name)
-def test_the_categories_add_up_to_the_saving(path):
-    s = _savings(path)
-    for group in _groups(s):
-        assert group["excess_bytes"] == group["excess_request_bytes"] + group["excess_response_bytes"]
-        assert group["potential_bytes"] + group["lost_bytes"] + group["excess_bytes"] == group["saved_bytes"]
-        assert sum(group["lost_by_cause"].values()) == group["lost_bytes"]
 
 
 def test_the_reports_name_the_excess(tmp_path):
