@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import importlib
 import importlib.util
+from contextlib import contextmanager
 
 import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
@@ -20,20 +21,22 @@ class _OneLineUsageErrors(TyperGroup):
     typer's CliRunner) words it alike; the standalone machinery (exit codes, --help, Ctrl-C) stays click's."""
 
     def parse_args(self, ctx, args):  # `fetchtool --bogus`
-        try:
+        with _one_line_usage_error():
             return super().parse_args(ctx, args)
-        except NoArgsIsHelpError:  # bare `fetchtool`: the help is already printed, click exits 2 as before
-            raise
-        except UsageError as exc:
-            bad_option(usage_error_line(exc))
 
     def invoke(self, ctx):  # an unknown command, and everything a command's own parser refuses
-        try:
+        with _one_line_usage_error():
             return super().invoke(ctx)
-        except NoArgsIsHelpError:
-            raise
-        except UsageError as exc:
-            bad_option(usage_error_line(exc))
+
+
+@contextmanager
+def _one_line_usage_error():
+    try:
+        yield
+    except NoArgsIsHelpError:  # bare `fetchtool`: the help is already printed, click exits 2 as before
+        raise
+    except UsageError as exc:
+        bad_option(usage_error_line(exc))
 
 
 app = typer.Typer(

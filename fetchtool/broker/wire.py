@@ -83,8 +83,7 @@ def decode_request(frame: bytes, supported: typing.Mapping[int, tuple[int, int]]
             _, offset = _read_header_v2(frame, 0)
         else:
             _, offset = _read_header_v1(frame, 0)
-        kio_guard.check(schema, frame, offset)  # a client's absurd array count must not abort the broker
-        body, size = entity_reader(schema)(frame, offset)
+        body, size = kio_guard.reader(schema)(frame, offset)  # an absurd array count must not abort the broker
     except Exception as exc:
         raise MalformedFrame(f"api key {key} v{version}: unreadable body ({type(exc).__name__}: {exc})") from None
     if offset + size != len(frame):
@@ -122,8 +121,7 @@ def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, 
     """(correlation id, kio response entity) of one response frame body (without the size prefix)."""
     schema = load_response_schema(api_key, api_version)
     header, offset = entity_reader(schema.__header_schema__)(frame, 0)
-    kio_guard.check(schema, frame, offset)  # a broker's damaged answer raises instead of aborting the replay
-    body, _ = entity_reader(schema)(frame, offset)
+    body, _ = kio_guard.reader(schema)(frame, offset)  # a damaged answer raises instead of aborting the replay
     return int(header.correlation_id), body
 
 

@@ -78,8 +78,9 @@ def _count(buf, pos: int) -> tuple[int, int]:
     else:
         n, pos = _uvarint(buf, pos)
         if n > len(buf) - pos + 1:
-            # More entries than bytes left: damaged. Decided here, because kio's native reader reserves memory
-            # for the count it reads, and a count of billions aborts the process (a Rust allocation failure).
+            # More entries than bytes left: damaged beyond doubt, so fail here rather than fall back. (kio_guard
+            # keeps such a count from kio either way; the fallbacks would only end in kafka-python's vaguer
+            # "index out of bounds" instead of this line.)
             raise CodecError(f"array of {n - 1:,} entries in {len(buf) - pos:,} bytes")
     if n == 0:
         raise Unhandled("null array")

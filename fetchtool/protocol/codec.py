@@ -17,7 +17,7 @@ from importlib import import_module
 from typing import Mapping
 
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
 from kio.static.primitive import i32Timedelta
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
@@ -125,7 +125,9 @@ def _kio_entity(api_key: int, version: int, kind: str):
 
 @cache
 def _kio_reader(api_key: int, version: int, kind: str):
-    return entity_reader(_kio_entity(api_key, version, kind))
+    from .kio_guard import reader  # here, not at the top: kio_guard imports CodecError from this module
+
+    return reader(_kio_entity(api_key, version, kind))
 
 
 @cache
@@ -138,14 +140,11 @@ _ENTITY = {FETCH: "Fetch", FETCH_SNAPSHOT: "FetchSnapshot", API_VERSIONS: "ApiVe
 
 
 def _kio_read(api_key: int, version: int, kind: str, body):
-    """Every kio decode goes through here: the guard first, because kio's native reader aborts the process
-    (not raises) on an array count of billions (see kio_guard)."""
-    from .kio_guard import check
-
-    entity, reader = _kio_entity(api_key, version, kind), _kio_reader(api_key, version, kind)
+    """Every kio decode goes through here, by kio_guard's reader: kio's native reader aborts the process (not
+    raises) on an array count of billions."""
+    read = _kio_reader(api_key, version, kind)
     try:
-        check(entity, body)
-        value, size = reader(body, 0)
+        value, size = read(body)
     except Exception as exc:  # the guard's CodecError, or the native reader's assorted errors on bad input
         raise CodecError(f"{_ENTITY[api_key]} v{version} {kind}: {exc}") from None
     if size != len(body):
@@ -209,7 +208,7 @@ def _decode_request(api_key: int, version: int, body, topic_names):
 
             try:
                 return read_request(body, version, topic_names)
-            except CodecError as exc:  # damaged beyond doubt (and beyond what kio's reader survives)
+            except CodecError as exc:  # damaged beyond doubt (an array count past the end): no fallback
                 raise CodecError(f"Fetch v{version} request: {exc}") from None
             except Exception:  # noqa: BLE001  (not the plain shape, or damaged: kio and kafka-python judge it)
                 pass
@@ -260,7 +259,7 @@ def _decode_response(api_key: int, version: int, body, topic_names, keep_records
 
             try:
                 return read_response(body, version, topic_names, keep_records)
-            except CodecError as exc:  # damaged beyond doubt (and beyond what kio's reader survives)
+            except CodecError as exc:  # damaged beyond doubt (an array count past the end): no fallback
                 raise CodecError(f"Fetch v{version} response: {exc}") from None
             except Exception:  # noqa: BLE001  (not the plain shape, or damaged: kio and kafka-python judge it)
                 pass

@@ -84,7 +84,6 @@ class KafkaConnection:
         # What this client's requests look like, for a resync to tell its next request from noise.
         self._last_corr: int | None = None
         self._client_key: bytes | None = None  # client id as its header carries it (int16 length + bytes)
-        self._client_id: str | None = None
 
     # -- events in ----------------------------------------------------------------------------------------
     def feed(self, ev: StreamData | StreamGap) -> list:
@@ -209,22 +208,15 @@ class KafkaConnection:
             framer.gap(ev.lost_bytes)
             return []
         frames = framer.feed(ev.data, ev.frame, ev.ts)
+        out = _NOTHING
         if to_broker:
             if not frames and framer.resyncing and framer.frames == 0 and framer.skipped_bytes > DETECT_LIMIT:
                 self._not_kafka(f"no Kafka request found in the first {framer.skipped_bytes:,} bytes from {self.client}")
                 return []
             for fr in frames:
                 self._on_request(fr)
-            if framer.damage:
-                self._report_damage()
-            return _NOTHING
-        if not frames:
-            if framer.damage:
-                self._report_damage()
-            return _NOTHING
-        out: list = []
-        for fr in frames:
-            out.extend(self._on_response(fr))
+        elif frames:
+            out = [found for fr in frames for found in self._on_response(fr)]
         if framer.damage:
             self._report_damage()
         return out
@@ -243,16 +235,23 @@ class KafkaConnection:
         """Next position where this client's next request could start. Once the connection has shown a request,
         a candidate must also carry its client id and a correlation id just after its last one, so the bytes
         of a damaged request's body are not taken for phantom requests."""
-        key = self._client_key
-        if key is None:
+        if self._client_key is None:
             return _scan_plausible(buf, start)
         raw = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)
-        i = raw.find(key, start + 12)  # the client id follows size, api key, version and correlation id
+        p = next(self._next_requests(raw, start), None)
+        if p is not None:
+            return p, p
+        return None, max(start, len(raw) - 11 - len(self._client_key))
+
+    def _next_requests(self, raw: bytes, start: int):
+        """Every position from `start` on where this client's next request starts, by its client id (which
+        follows size, api key, version and correlation id) and correlation id."""
+        key = self._client_key
+        i = raw.find(key, start + 12)
         while i != -1:
             if self._next_request_at(raw, i - 12):
-                return i - 12, i - 12
+                yield i - 12
             i = raw.find(key, i + 1)
-        return None, max(start, len(raw) - 11 - len(key))
 
     def _next_request_at(self, raw: bytes, p: int) -> bool:
         """Does this client's next request (by client id and correlation id) start at raw[p]?"""
@@ -270,12 +269,7 @@ class KafkaConnection:
         if self._client_key is None or req is None or not req.pending_frame() or req.buffered < 12:
             return False
         raw = req.peek()
-        starts = []
-        i = raw.find(self._client_key, 13)  # past the pending frame's own client id
-        while i != -1:
-            if self._next_request_at(raw, i - 12):
-                starts.append(i - 12)
-            i = raw.find(self._client_key, i + 1)
+        starts = list(self._next_requests(raw, 1))  # past the pending frame's own client id
         if _I32.unpack_from(raw, 8)[0] != corr and not any(_I32.unpack_from(raw, q + 8)[0] == corr for q in starts):
             return False
         for fr in req.resize_pending((starts[0] if starts else len(raw)) - 4):
@@ -312,8 +306,7 @@ class KafkaConnection:
             return
         rep.requests[(h.api_key, h.api_version)] += 1
         self._last_corr = h.correlation_id
-        if h.body_offset >= 10 and (self._client_key is None or h.client_id != self._client_id):
-            self._client_id = h.client_id
+        if h.body_offset >= 10:  # a header that carries a client id
             self._client_key = _client_key(fr.payload)
         body = None
         if h.api_key in _SESSION_APIS or (h.api_key == API_VERSIONS and h.api_version >= 3):

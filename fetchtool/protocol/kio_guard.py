@@ -1,5 +1,7 @@
 """The check every body passes before kio's native reader sees it: no array may claim more entries than fit.
 
+Read kio bodies through reader(entity_type), kio's entity_reader behind this check, never entity_reader itself.
+
 kio 0.6.5's Rust reader reserves memory for an array's claimed count before it reads one element
 (`Vec::with_capacity(n)`, compact and legacy arrays alike), so a damaged count of billions is an allocation
 failure, and Rust aborts the process (SIGABRT): no Python exception, the whole tool dies. Strings and bytes are
@@ -20,6 +22,7 @@ from dataclasses import fields
 from functools import cache
 from struct import Struct, error as StructError
 
+from kio.serial import entity_reader
 from kio.serial._introspect import (
     EntityField, EntityTupleField, PrimitiveTupleField, classify_field, get_field_tag, get_schema_field_type,
     is_optional,
@@ -48,6 +51,19 @@ class ArrayTooLong(CodecError):
 
 class _Stop(Exception):
     """The bytes are damaged in a way kio itself raises on; the walk ends here."""
+
+
+@cache
+def reader(entity_type):
+    """kio's entity_reader for `entity_type`, with check() first: read(buf, offset=0) -> (entity, size), and a
+    CodecError (ArrayTooLong) where kio would abort the process."""
+    read = entity_reader(entity_type)
+
+    def guarded_read(buf, offset: int = 0):
+        check(entity_type, buf, offset)
+        return read(buf, offset)
+
+    return guarded_read
 
 
 def check(entity_type, buf, offset: int = 0) -> int | None:

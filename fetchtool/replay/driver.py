@@ -341,23 +341,20 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
 
 
 async def _create_topics(host: str, port: int, topics: dict[str, int], timeout: float) -> None:
-    import io
+    import datetime
 
     from kio.schema.create_topics.v4.request import CreatableTopic, CreateTopicsRequest
-    from kio.serial import entity_writer
     from kio.static.primitive import i32Timedelta
 
-    from fetchtool.replay.wire import frame
+    from fetchtool.broker.wire import encode_request
 
     request = CreateTopicsRequest(
         topics=tuple(CreatableTopic(name=n, num_partitions=p, replication_factor=1, assignments=(), configs=())
                      for n, p in topics.items()),
-        timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=timeout)), validate_only=False)
-    buf = io.BytesIO()
-    entity_writer(CreateTopicsRequest)(buf, request)
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=timeout)), validate_only=False)
     reader, writer = await _connect(host, port, timeout)
     try:
-        writer.write(frame(19, 4, 1, "fetchtool-replay", buf.getvalue()))
+        writer.write(encode_request(19, 1, request, "fetchtool-replay"))  # CreateTopics v4, correlation id 1
         await writer.drain()
         await asyncio.wait_for(_read_frame(reader), timeout)
     except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:

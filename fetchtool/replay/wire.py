@@ -15,7 +15,6 @@ from kio.serial import entity_writer
 from fetchtool.exchange import ForgottenPartition, RequestPartition
 from fetchtool.protocol import codec, messages
 from fetchtool.protocol.headers import FETCH, METADATA, response_body_offset
-from fetchtool.protocol.messages import request_frame as frame  # the driver frames CreateTopics with it too
 from fetchtool.sessions.metadata import FetchMetadata
 from fetchtool.sessions.partitions import PartitionData, TopicIdPartition
 
@@ -73,7 +72,7 @@ def metadata_request(correlation_id: int, client_id: str | None) -> bytes:
     buf = io.BytesIO()
     entity_writer(MetadataRequest)(buf, MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                                         include_topic_authorized_operations=False))
-    return frame(METADATA, METADATA_VERSION, correlation_id, client_id, buf.getvalue())
+    return messages.request_frame(METADATA, METADATA_VERSION, correlation_id, client_id, buf.getvalue())
 
 
 def metadata_topics(payload: bytes) -> dict[str, uuid.UUID]:

@@ -61,6 +61,7 @@ def test_the_guard_walks_exactly_the_bytes_kio_reads(api_key, version, kind):
     def check(value):
         body = _write(entity, value)
         assert kio_guard.check(entity, body) == entity_reader(entity)(body, 0)[1] == len(body)
+        assert kio_guard.reader(entity)(body)[1] == len(body)  # the read every kio body goes through
 
     check()
     real = REAL.get((str(api_key), str(version), kind))
@@ -78,6 +79,8 @@ def test_a_snapshot_response_claiming_billions_of_node_endpoints_in_a_tagged_fie
     with pytest.raises(kio_guard.ArrayTooLong) as err:
         kio_guard.check(FetchSnapshotResponse, damaged)
     assert err.value.count == 0xFFFF_FFFF - 1
+    with pytest.raises(kio_guard.ArrayTooLong):  # before kio's reader ever sees it
+        kio_guard.reader(FetchSnapshotResponse)(damaged)
     assert isinstance(_decode(59, 1, "response", damaged), codec.CodecError)
 
 
