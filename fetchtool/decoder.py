@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Iterator
 
 from .capture.events import ConnectionClosed, StreamData, StreamGap
-from .capture.reader import CaptureError
+from .capture.reader import CaptureError, unreadable_line
 from .capture.rotation import file_order, rotation_groups, set_label
 from .capture.streams import FileRead, stream_set_events
 from .exchange import Exchange
@@ -46,6 +46,11 @@ class DecodeRun:
     def __iter__(self) -> Iterator[Exchange | OrphanResponse]:
         read_any = False
         errors: list[str] = []
+
+        def unreadable(msg: str) -> None:
+            errors.append(msg)
+            self.report.warn("unreadable_file", msg)
+
         self.report.files.extend(os.path.basename(os.fspath(path)) for path in file_order(self.paths))
         for group in rotation_groups(self.paths):
             names = [os.path.basename(os.fspath(path)) for path in group]
@@ -54,19 +59,12 @@ class DecodeRun:
                 events = stream_set_events(reads)
                 yield from decode_events(events, set_label(names), self.ports, self.report, self._topic_names)
             except (CaptureError, OSError) as exc:  # the reader process stopped: the set's files are not all read
-                msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                errors.append(msg)
-                self.report.warn("unreadable_file", msg)
+                unreadable(unreadable_line(exc))
             finally:
                 for read, name in zip(reads, names):
                     stats, exc = read.stats, read.error
-                    if isinstance(exc, CaptureError):
-                        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                    elif exc is not None:
-                        msg = f"{os.fspath(read.path)}: {exc.strerror or exc}"
                     if exc is not None:
-                        errors.append(msg)
-                        self.report.warn("unreadable_file", msg)
+                        unreadable(unreadable_line(exc, read.path))
                         read_any = read_any or stats.decoded_any
                     elif stats.gave_nothing:  # its damage is a counted warning; the error if no file is read
                         errors.append(stats.nothing_read(name))

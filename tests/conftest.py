@@ -11,6 +11,7 @@ skipping. Tests in other directories may add their own fixtures in a conftest.py
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -263,6 +264,23 @@ def tansu_broker(tansu: str) -> Iterator[TansuBroker]:
             _stop(proc)
 
 
+def _spark_missing(problem: str) -> None:
+    """Skips the calling test, except under CI (CI set), where a missing Spark is a failure."""
+    if _in_ci():
+        pytest.fail(f"Spark is required in CI: {problem}")
+    pytest.skip(problem)
+
+
+@pytest.fixture(scope="session")
+def spark_available() -> None:
+    """For tests that run Spark in a child process (`fetchtool analyze --engine spark`): pyspark and java are
+    installed, else the test skips (fails under CI), as with the `spark` fixture."""
+    if importlib.util.find_spec("pyspark") is None:
+        _spark_missing("pyspark is not installed")
+    if shutil.which("java") is None:
+        _spark_missing("no java on PATH")
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One SparkSession (local[2]) for every Spark test: Spark takes ~10 s to start, so it starts once.
@@ -272,9 +290,7 @@ def spark():
 
         session = spark_session("local[2]")
     except SparkUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"Spark is required in CI: {exc}")
-        pytest.skip(str(exc))
+        _spark_missing(str(exc))
     session.conf.set("spark.sql.shuffle.partitions", "4")
     yield session
     session.stop()

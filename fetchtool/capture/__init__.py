@@ -4,8 +4,8 @@
 - links.py       link layers (Ethernet+VLANs, SLL/SLL2, raw, null, loop) -> IP -> TCP header fields.
 - packets.py     iter_segments(path, stats) -> events.Segment; CaptureStats (counts and counted warnings).
 - reassembly.py  TcpReassembler: feed(segment) / finish(frame, ts) -> StreamData / StreamGap / ConnectionClosed.
-- streams.py     stream_events(path, stats) / stream_set_events(reads): a file's (or a rotated set's) events,
-                 read in a forked child on large captures.
+- streams.py     stream_set_events(reads): a file's (or a rotated set's) events, read in a forked child on
+                 large captures.
 - rotation.py    rotation_groups(paths): files that are one capture cut in pieces (tcpdump -C / -G), the rule
                  both engines share.
 - writer.py      PcapWriter, PcapNgWriter, TcpConversation and the frame builders (frames.py): for tests,

@@ -23,11 +23,19 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 
-__all__ = ["CaptureError", "Record", "read_records", "PCAP_MAGICS", "PCAPNG_SHB"]
+__all__ = ["CaptureError", "unreadable_line", "Record", "read_records", "PCAP_MAGICS", "PCAPNG_SHB"]
 
 
 class CaptureError(Exception):
     """A capture that cannot be read at all (missing, unreadable, not pcap/pcapng). The message is one line."""
+
+
+def unreadable_line(exc: Exception, path=None) -> str:
+    """The one line a file that could not be read is reported as, by both engines: a CaptureError's own (first)
+    line; an OSError as `path: strerror` (its first line when no path is known)."""
+    if path is not None and not isinstance(exc, CaptureError):
+        return f"{os.fspath(path)}: {exc.strerror or exc}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 Record = tuple[int, float, int, int, object, int, int, int]

@@ -88,8 +88,7 @@ def rotation_groups(paths) -> list[list]:
     file was given (so files given in shell glob order, where cap.pcap10 sorts before cap.pcap2, come out right).
     Files that share no name stem with another given file are sets of one and are not read here; of the others,
     each file but the last of its stem is scanned for its time span (the last one's first packet is enough)."""
-    given = [(os.fspath(p), p) for p in paths]
-    by_stem = _by_stem(given)
+    given, original, by_stem = _given(paths)
     set_of: dict[str, tuple] = {}  # path -> (stem, set index) for files of multi-file stems
     members: dict[tuple, list[str]] = {}
     for stem, names in by_stem.items():
@@ -99,9 +98,6 @@ def rotation_groups(paths) -> list[list]:
         for name, idx in zip(names, rotated_sets(names, spans)):
             set_of[name] = (stem, idx)
             members.setdefault((stem, idx), []).append(name)
-    original = {}
-    for name, p in given:
-        original.setdefault(name, p)
     groups: list[list] = []
     done: set = set()
     seen: set[str] = set()
@@ -120,11 +116,7 @@ def file_order(paths) -> list:
     """The files as a decode report lists them: as given, except that files sharing a name stem are listed in
     natural order where the first of them was given (the Spark engine lists every file in natural order; a
     broken piece in the middle of a set is its own set, and still listed between its neighbours)."""
-    given = [(os.fspath(p), p) for p in paths]
-    by_stem = _by_stem(given)
-    original: dict[str, object] = {}
-    for name, p in given:
-        original.setdefault(name, p)
+    given, original, by_stem = _given(paths)
     out, seen, listed = [], set(), set()
     for name, p in given:
         stem = rotation_stem(name)
@@ -137,11 +129,16 @@ def file_order(paths) -> list:
     return out
 
 
-def _by_stem(given: list[tuple[str, object]]) -> dict[tuple[str, str], list[str]]:
-    """Distinct paths by name stem, each stem's in natural order."""
+def _given(paths) -> tuple[list[tuple[str, object]], dict[str, object], dict[tuple[str, str], list[str]]]:
+    """The paths as given, as (name, path); each distinct name's first given path; the distinct names by name
+    stem, each stem's in natural order."""
+    given = [(os.fspath(p), p) for p in paths]
+    original: dict[str, object] = {}
+    for name, p in given:
+        original.setdefault(name, p)
     by_stem: dict[tuple[str, str], list[str]] = {}
-    for name in dict.fromkeys(name for name, _p in given):
+    for name in original:  # first-given order
         by_stem.setdefault(rotation_stem(name), []).append(name)
     for names in by_stem.values():
         names.sort(key=natural_key)
-    return by_stem
+    return given, original, by_stem

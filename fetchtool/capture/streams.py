@@ -1,10 +1,9 @@
 """A capture's ordered TCP stream events, read in this process or in a second one.
 
-    for event in stream_events(path, stats):       # StreamData / StreamGap / ConnectionClosed, in file order
-        ...
-    reads = [FileRead(p) for p in rotated_set]     # a capture cut in pieces (capture/rotation.py)
-    for event in stream_set_events(reads):         # one reassembly across the files, frames counting on
-        ...                                        # each read's .stats and .error are set as it is read
+    reads = [FileRead(p) for p in rotated_set]     # one file, or a capture cut in pieces (capture/rotation.py)
+    for event in stream_set_events(reads):         # StreamData / StreamGap / ConnectionClosed, in file order:
+        ...                                        # one reassembly across the files, frames counting on;
+                                                   # each read's .stats and .error are set as it is read
 
 Reading, link layers and reassembly are ~40% of a decode and do not depend on the Kafka layer after them, so on
 a large capture they run in a forked child while this process decodes Kafka: the two halves overlap on two
@@ -34,7 +33,7 @@ from .packets import CaptureStats, iter_segments
 from .reader import PCAPNG_SHB, PCAP_MAGICS, RELEASE_EVERY, CaptureError
 from .reassembly import TcpReassembler
 
-__all__ = ["stream_events", "stream_events_here", "stream_events_in_child", "stream_set_events", "FileRead",
+__all__ = ["stream_set_events", "stream_set_events_here", "stream_set_events_in_child", "FileRead",
            "BACKGROUND_MIN_BYTES"]
 
 BACKGROUND_MIN_BYTES = 16 * 1024 * 1024  # below this the fork costs more than the overlap gains
@@ -61,30 +60,16 @@ class FileRead:
     error: Exception | None = None
 
 
-def stream_events(path, stats: CaptureStats) -> Iterator[StreamEvent]:
-    """The events of one capture file; in a child process when the file is large enough to gain from it.
-    Raises the file's CaptureError / OSError."""
-    if _worth_a_child(path):
-        return stream_events_in_child(path, stats)
-    return stream_events_here(path, stats)
-
-
 def stream_set_events(reads: list[FileRead]) -> Iterator[StreamEvent]:
     """The events of several files read as one capture (a rotated set), in a child process when the files are
     large enough to gain from it. Each file's stats and error land in its FileRead; nothing is raised for them."""
     if _worth_a_child(*(r.path for r in reads)):
-        return _set_in_child(reads)
-    return _set_here(reads)
+        return stream_set_events_in_child(reads)
+    return stream_set_events_here(reads)
 
 
-def stream_events_here(path, stats: CaptureStats) -> Iterator[StreamEvent]:
-    read = FileRead(path, stats)
-    yield from _set_here([read])
-    if read.error is not None:
-        raise read.error
-
-
-def _set_here(reads: list[FileRead]) -> Iterator[StreamEvent]:
+def stream_set_events_here(reads: list[FileRead]) -> Iterator[StreamEvent]:
+    """stream_set_events, read in this process."""
     reasm = TcpReassembler()
     frame, ts, offset = 0, 0.0, 0
     for read in reads:
@@ -114,15 +99,8 @@ def _worth_a_child(*paths) -> bool:
         return False  # the in-process reader reports it as one line
 
 
-def stream_events_in_child(path, stats: CaptureStats) -> Iterator[StreamEvent]:
-    """Like stream_events_here, with the reading and reassembly done by a forked child."""
-    read = FileRead(path, stats)
-    yield from _set_in_child([read])
-    if read.error is not None:
-        raise read.error
-
-
-def _set_in_child(reads: list[FileRead]) -> Iterator[StreamEvent]:
+def stream_set_events_in_child(reads: list[FileRead]) -> Iterator[StreamEvent]:
+    """stream_set_events, with the reading and reassembly done by a forked child."""
     paths = [r.path for r in reads]
     r, w = os.pipe()
     _grow_pipe(w)

@@ -27,7 +27,7 @@ from itertools import groupby, islice
 
 from fetchtool.capture.events import ConnectionClosed, Endpoint, Segment
 from fetchtool.capture.packets import CaptureStats, iter_segments
-from fetchtool.capture.reader import CaptureError, read_records
+from fetchtool.capture.reader import CaptureError, read_records, unreadable_line
 from fetchtool.exchange import Exchange
 from fetchtool.protocol.connection import OrphanResponse
 from fetchtool.protocol.report import DecodeReport
@@ -66,10 +66,8 @@ def count_packets(idx: int, path: str, data: bytes | None = None) -> tuple:
                 if first_ts is None:
                     first_ts = ts
                 last_ts = ts
-    except CaptureError as exc:
-        error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    except OSError as exc:
-        error = f"{path}: {exc.strerror or exc}"
+    except (CaptureError, OSError) as exc:
+        error = unreadable_line(exc, path)
     if error and copy.tmp:
         error = error.replace(copy.tmp, path)
     return idx, packets, first_ts, last_ts, error
@@ -83,15 +81,15 @@ def file_segments(idx: int, path: str, offset: int, set_idx: int, data: bytes | 
     copy = _LocalCopy(path, data)
     try:
         with copy as local:
-            for s in iter_segments(local, stats):
+            for s in iter_segments(local, stats, offset):
                 a, b = s.src, s.dst
                 key = ((set_idx, a.ip, a.port, b.ip, b.port) if (a.ip, a.port) <= (b.ip, b.port)
                        else (set_idx, b.ip, b.port, a.ip, a.port))
-                yield key, (offset + s.frame, s.ts, a.ip, a.port, b.ip, b.port, s.seq, s.flags, s.payload, s.ack,
+                yield key, (s.frame, s.ts, a.ip, a.port, b.ip, b.port, s.seq, s.flags, s.payload, s.ack,
                             s.truncated)
     except CaptureError as exc:
         # Stage 0 reports what the reader finds; only the packet layer sees an unsupported link type.
-        error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        error = unreadable_line(exc)
         if copy.tmp:
             error = error.replace(copy.tmp, path)
     except OSError:

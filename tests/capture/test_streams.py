@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from fetchtool.capture.packets import CaptureStats
 from fetchtool.capture.reader import CaptureError
-from fetchtool.capture.streams import stream_events_here, stream_events_in_child
+from fetchtool.capture.streams import FileRead, stream_set_events_here, stream_set_events_in_child
 from fetchtool.capture.writer import PcapNgWriter, PcapWriter, TcpConversation
 from fetchtool.decoder import decode_capture
+
+from capture_files import forked_children
 
 from .conftest import BROKER, CLIENT, T0
 
@@ -20,21 +20,20 @@ CAPTURES = sorted(p for p in (ROOT / "captures").rglob("*") if p.suffix in (".pc
 
 
 def both(path):
-    here, child = CaptureStats(), CaptureStats()
-    return list(stream_events_here(path, here)), here, list(stream_events_in_child(path, child)), child
-
-
-def assert_no_children_left():
-    with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)
+    """(events, stats, error) read here, then the same read by a forked child (which must be reaped)."""
+    here, child = FileRead(path), FileRead(path)
+    ev_here = list(stream_set_events_here([here]))
+    with forked_children() as pids:
+        ev_child = list(stream_set_events_in_child([child]))
+    assert len(pids) == 1
+    return (ev_here, here.stats, here.error), (ev_child, child.stats, child.error)
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
 def test_every_capture_gives_the_same_events_and_stats_from_the_child(path):
-    ev_here, st_here, ev_child, st_child = both(path)
-    assert ev_child == ev_here
-    assert st_child == st_here
-    assert_no_children_left()
+    here, child = both(path)
+    assert child == here
+    assert here[2] is None
 
 
 def test_reordered_duplicated_lost_and_snaplen_cut_bytes_cross_the_pipe(tmp_path):
@@ -50,28 +49,26 @@ def test_reordered_duplicated_lost_and_snaplen_cut_bytes_cross_the_pipe(tmp_path
         ts = conv.send("client", b"y" * 1000, ts, drop={4})
         ts = conv.send("server", b"z" * 1000, ts, snap=120)
         conv.close(ts)
-    ev_here, st_here, ev_child, st_child = both(path)
-    assert ev_child == ev_here
-    assert st_child == st_here
-    assert [type(e).__name__ for e in ev_child].count("StreamGap") >= 2
+    here, child = both(path)
+    assert child == here
+    assert [type(e).__name__ for e in child[0]].count("StreamGap") >= 2
 
 
 def test_a_damaged_file_reports_the_same_events_and_one_line_error(tmp_path):
     good = ROOT / "captures" / "kafka-python-tansu.pcap"
     cut = tmp_path / "cut.pcap"
     cut.write_bytes(good.read_bytes()[:-777])
-    ev_here, st_here, ev_child, st_child = both(cut)
-    assert ev_child == ev_here and st_child == st_here
-    assert any("truncated" in w or "cut" in w for w in st_child.warnings)
+    here, child = both(cut)
+    assert child == here and here[2] is None
+    assert any("truncated" in w or "cut" in w for w in child[1].warnings)
 
     junk = tmp_path / "notes.txt"
     junk.write_text("not a capture at all\n")
-    with pytest.raises(CaptureError) as here:
-        list(stream_events_here(junk, CaptureStats()))
-    with pytest.raises(CaptureError) as child:
-        list(stream_events_in_child(junk, CaptureStats()))
-    assert str(child.value) == str(here.value)
-    assert_no_children_left()
+    (ev_here, _, err_here), (ev_child, _, err_child) = both(junk)
+    assert ev_here == ev_child == []
+    assert isinstance(err_here, CaptureError) and isinstance(err_child, CaptureError)
+    assert str(err_child) == str(err_here)
+    assert len(str(err_here).splitlines()) == 1
 
 
 def test_a_consumer_that_stops_early_leaves_no_process_behind(tmp_path):
@@ -81,11 +78,12 @@ def test_a_consumer_that_stops_early_leaves_no_process_behind(tmp_path):
         ts = conv.handshake(T0)
         for _ in range(200):  # more than the pipe holds, so the child is still writing when we stop
             ts = conv.send("client", b"q" * 50_000, ts)
-    events = stream_events_in_child(path, CaptureStats())
-    first = next(events)
-    assert first.data[:1] == b"q"
-    events.close()
-    assert_no_children_left()
+    with forked_children() as pids:
+        events = stream_set_events_in_child([FileRead(path)])
+        first = next(events)
+        assert first.data[:1] == b"q"
+        events.close()
+    assert len(pids) == 1
 
 
 def test_decode_uses_the_child_on_large_files_and_the_items_are_the_same(tmp_path, monkeypatch):
@@ -95,7 +93,8 @@ def test_decode_uses_the_child_on_large_files_and_the_items_are_the_same(tmp_pat
     one = list(decode_capture(path))
     monkeypatch.setattr(streams, "BACKGROUND_MIN_BYTES", 0)
     assert streams._worth_a_child(path)
-    assert list(decode_capture(path)) == one
+    with forked_children() as pids:
+        assert list(decode_capture(path)) == one
+    assert len(pids) == 1
     monkeypatch.setenv("FETCHTOOL_ONE_PROCESS", "1")
     assert not streams._worth_a_child(path)
-    assert_no_children_left()

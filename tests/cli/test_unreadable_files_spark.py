@@ -3,8 +3,6 @@ names them as the polars engine does (the first three in file order, then how ma
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import shutil
 import subprocess
 import sys
@@ -16,16 +14,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 THRASH = Path(__file__).resolve().parents[2] / "captures" / "scenarios" / "eviction-thrash.pcap"
 FETCHTOOL = [shutil.which("fetchtool")] if shutil.which("fetchtool") else [sys.executable, "-m", "fetchtool"]
-
-
-@pytest.fixture
-def spark_available():
-    problem = ("pyspark is not installed" if importlib.util.find_spec("pyspark") is None
-               else "no java on PATH" if shutil.which("java") is None else None)
-    if problem:
-        if os.environ.get("CI"):
-            pytest.fail(f"Spark is required in CI: {problem}")
-        pytest.skip(problem)
 
 
 def test_the_spark_engine_names_several_unreadable_files_on_one_line(spark_available, tmp_path):

@@ -12,11 +12,8 @@ the unsplit file's numbering.
 
 from __future__ import annotations
 
-import gzip
 import json
-import os
 import shutil
-import struct
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,43 +26,13 @@ from fetchtool.capture.rotation import rotation_groups
 from fetchtool.decoder import decode_capture
 from fetchtool.exchange import Exchange
 
+from capture_files import forked_children, split_pcap
+
 CAPTURES = Path(__file__).resolve().parents[2] / "captures"
 DROP = CAPTURES / "scenarios-real" / "kafka-python-session-drop.pcap"
 # Real captures of real clients and brokers (the synthetic scenarios' packets share timestamps too often to be
 # cut into pieces that follow each other in time).
 REAL = sorted(CAPTURES.glob("*.pcap")) + sorted((CAPTURES / "scenarios-real").glob("*.pcap"))
-
-
-def split_pcap(src: Path, out_dir: Path, *, every: int | None = None, pieces: int = 3, name: str | None = None,
-               ring: bool = False, gz: bool = False) -> list[Path]:
-    """Cut a classic pcap at packet boundaries as tcpdump -C names the pieces: NAME, NAME1, NAME2, ...
-    (ring: as dumpcap's ring buffer names them, NAME_00001_<start time>.pcap, ...).
-    `every`: packets per piece (editcap -c); else `pieces` pieces of about equal size."""
-    data = src.read_bytes()
-    header, records, pos = data[:24], [], 24
-    fmt = "<IIII" if data[:4] == b"\xd4\xc3\xb2\xa1" else ">IIII"
-    while pos + 16 <= len(data):
-        caplen = struct.unpack_from(fmt, data, pos)[2]
-        records.append(data[pos:pos + 16 + caplen])
-        pos += 16 + caplen
-    if every is None:
-        cuts = [len(records) * i // pieces for i in range(pieces + 1)]
-    else:
-        cuts = list(range(0, len(records), every)) + [len(records)]
-    out_dir.mkdir(exist_ok=True)
-    name = name or src.name
-    paths = []
-    for i in range(len(cuts) - 1):
-        body = header + b"".join(records[cuts[i]:cuts[i + 1]])
-        if ring:
-            sec = struct.unpack_from(fmt, records[cuts[i]])[0]
-            piece = f"{name}_{i + 1:05d}_{sec}.pcap"
-        else:
-            piece = name + (str(i) if i else "")
-        p = out_dir / (piece + (".gz" if gz else ""))
-        p.write_bytes(gzip.compress(body) if gz else body)
-        paths.append(p)
-    return paths
 
 
 def as_json(analysis) -> dict:
@@ -146,12 +113,12 @@ def test_a_large_set_is_read_by_the_forked_reader_with_the_same_items(tmp_path, 
     here = list(decode_capture(pieces))
     monkeypatch.setattr(streams, "BACKGROUND_MIN_BYTES", 0)
     assert streams._worth_a_child(*pieces)
-    forked = decode_capture(pieces)
-    assert list(forked) == here
+    with forked_children() as pids:  # leaving the block checks that the reader process was reaped
+        forked = decode_capture(pieces)
+        assert list(forked) == here
+    assert len(pids) == 1
     assert forked.report.files == [p.name for p in pieces]
     assert forked.report.packets == as_json(analyze_capture([DROP]))["capture"]["decode"]["packets"]
-    with pytest.raises(ChildProcessError):  # the reader process was reaped
-        os.waitpid(-1, os.WNOHANG)
 
 
 def test_captures_that_overlap_in_time_are_not_a_rotation(tmp_path):

@@ -28,11 +28,6 @@ from fetchtool.synth.world import JavaLikeClient, World
 CLIENT_ID = "consumer-a"
 
 
-def report(analysis) -> str:
-    """The `analyze --format json` text: compared as text, since dicts that differ only in order are equal."""
-    return render(analysis)
-
-
 @pytest.fixture(scope="module")
 def two_brokers(tmp_path_factory):
     """One client host (two connections, one client id) on brokers A and B; kinds first seen A, B, A."""
@@ -73,21 +68,21 @@ def test_per_broker_parts_merge_into_the_one_pass_report(two_brokers):
     # The Spark engine's stage 3 and merge, without Spark: the items grouped by broker, keyed by request order.
     run = decode_capture([two_brokers])
     items = list(run)
-    one_pass = report(analyze_items(items, decode_report=run.report))
+    one_pass = render(analyze_items(items, decode_report=run.report))
     keyed = sorted(((it.broker, (i,)), it) for i, it in enumerate(items))
     last_ts = max(t for it in items for t in (it.ts, it.response_ts) if t is not None)
     parts = [analyze_broker(broker, ((key, it) for (_b, key), it in group), last_ts)
              for broker, group in groupby(keyed, key=lambda kv: kv[0][0])]
     assert len(parts) == 2
     # The part that starts later comes first: the merge must not lean on the order of the parts.
-    merged = report(merge(parts[::-1], run.report))
+    merged = render(merge(parts[::-1], run.report))
     assert _client(merged) == _client(one_pass)
     assert merged == one_pass
 
 
 @pytest.mark.spark
 def test_spark_and_polars_give_the_same_report_for_a_client_on_two_brokers(spark, two_brokers):
-    assert report(analyze_spark([two_brokers], spark=spark)) == report(analyze_capture([two_brokers]))
+    assert render(analyze_spark([two_brokers], spark=spark)) == render(analyze_capture([two_brokers]))
 
 
 CAPTURES = Path(__file__).resolve().parents[2] / "captures"
@@ -97,6 +92,6 @@ CAPTURES = Path(__file__).resolve().parents[2] / "captures"
 @pytest.mark.parametrize("name", ["kafka-python-tansu.pcap", "scenarios-real/kafka-python-cache-full.pcap"])
 def test_the_decode_report_names_client_software_in_the_order_one_decode_learns_it(spark, name):
     # Several connections send ApiVersions; Spark decodes their flows in different partitions.
-    polars = report(analyze_capture([CAPTURES / name]))
+    polars = render(analyze_capture([CAPTURES / name]))
     assert len(json.loads(polars)["capture"]["decode"]["client_software"]) >= 2
-    assert report(analyze_spark([CAPTURES / name], spark=spark)) == polars
+    assert render(analyze_spark([CAPTURES / name], spark=spark)) == polars

@@ -1,12 +1,13 @@
 """The Spark engine gives the polars engine's report: on the repo's captures, on scenario captures, and on one
 capture cut into rotated files (tcpdump -C style), compared with the polars report on the unsplit file.
 
-The analyze JSON has no timing fields (durations in it are capture time), so reports are compared whole. For
-the rotated set exactly one thing is mapped, and it is said here: the Spark engine names rows of a rotated set by
-the set's label ("cap.pcap+2": the first file and how many follow) where the polars engine on the unsplit file
-names that file, and the decode report lists the three files it read where polars lists one. Frames are NOT
-mapped: within a rotated set the Spark engine numbers frames across the files as `mergecap -a` does, which is
-exactly the unsplit file's numbering.
+The analyze JSON has no timing fields (durations in it are capture time), so reports are compared whole, as the
+`render` text where order matters (dicts that differ only in order compare equal). For the rotated set exactly one
+thing is mapped, and it is said here: the Spark engine names rows of a rotated set by the set's label
+("cap.pcap+2": the first file and how many follow) where the polars engine on the unsplit file names that file, and
+the decode report lists the three files it read where polars lists one. Frames are NOT mapped: within a rotated set
+the Spark engine numbers frames across the files as `mergecap -a` does, which is exactly the unsplit file's
+numbering.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from fetchtool.capture.reader import CaptureError
 from fetchtool.cli import app
 from fetchtool.pipeline.spark import analyze_spark
 
+from capture_files import split_pcap
+
 pytestmark = pytest.mark.spark
 
 CAPTURES = Path(__file__).resolve().parents[2] / "captures"
@@ -38,33 +41,9 @@ def report(analysis) -> dict:
     return json.loads(json.dumps(analysis.to_json()))
 
 
-def text(analysis) -> str:
-    """The `analyze --format json` text: reports are compared as text, since dicts differing in order are equal."""
-    return render(analysis)
-
-
-def split_pcap(src: Path, out_dir: Path, pieces: int = 3) -> list[Path]:
-    """Cut a classic pcap at packet boundaries into `pieces` files named as tcpdump -C names them."""
-    data = src.read_bytes()
-    header, records, pos = data[:24], [], 24
-    fmt = "<IIII" if data[:4] == b"\xd4\xc3\xb2\xa1" else ">IIII"
-    while pos + 16 <= len(data):
-        caplen = struct.unpack_from(fmt, data, pos)[2]
-        records.append(data[pos:pos + 16 + caplen])
-        pos += 16 + caplen
-    out_dir.mkdir()
-    cut = [len(records) * i // pieces for i in range(pieces + 1)]
-    paths = []
-    for i in range(pieces):
-        p = out_dir / (src.name + (str(i) if i else ""))
-        p.write_bytes(header + b"".join(records[cut[i]:cut[i + 1]]))
-        paths.append(p)
-    return paths
-
-
 @pytest.mark.parametrize("capture", REAL + SCENARIOS, ids=lambda p: p.name)
 def test_spark_report_equals_polars_report(spark, capture):
-    assert text(analyze_spark([capture], spark=spark)) == text(analyze_capture([capture]))
+    assert render(analyze_spark([capture], spark=spark)) == render(analyze_capture([capture]))
 
 
 def test_the_given_cache_size_shapes_both_reports_alike(spark):
@@ -96,7 +75,7 @@ def test_rotated_files_give_the_unsplit_report(spark, tmp_path, name):
 def test_files_of_different_captures_stay_apart(spark, tmp_path):
     """Two captures in one directory are not a rotation: the report is the polars report on both files."""
     a, b = CAPTURES / "scenarios" / "healthy.pcap", CAPTURES / "scenarios" / "starvation.pcap"
-    assert text(analyze_spark([a, b], spark=spark)) == text(analyze_capture([a, b]))
+    assert render(analyze_spark([a, b], spark=spark)) == render(analyze_capture([a, b]))
 
 
 def test_a_client_filter_gives_both_engines_the_same_report(spark):
