@@ -19,11 +19,9 @@ import pytest
 from fetchtool.analysis import savings_report
 from fetchtool.analysis.savings import estimate
 from fetchtool.decoder import decode_capture
-from fetchtool.sessions import FetchMetadata
-from fetchtool.synth.world import JavaLikeClient, World
+from same_data_consumers import write_capture
 
 CAPTURES = Path(__file__).resolve().parents[2] / "captures"
-PARTITIONS = [("orders", p) for p in range(20)] + [("payments", p) for p in range(5)]
 FACTORS = ("10x", "100x")
 
 
@@ -40,33 +38,9 @@ def _groups(s: dict) -> list[dict]:
 
 
 def _triplets(path, version=12, rounds=10):
-    """Three consumers of the same partitions on one broker, at the same offsets, getting the same data:
-    'java' uses a session as Kafka's client does, 'plain' never uses one (epoch -1), and 'resend' keeps a working
-    session but lists every partition in every incremental request, changed or not."""
-    w = World(path)
-    b = w.broker()
-    for tp in PARTITIONS:
-        b.produce(*tp, 3)
-    java = JavaLikeClient(w.connect(b, "10.0.0.1", 40001, "java-a"), PARTITIONS, version=version)
-    plain = w.connect(b, "10.0.0.2", 40002, "nosess")
-    resend = w.connect(b, "10.0.0.3", 40003, "resend")
-    positions = {tp: 0 for tp in PARTITIONS}
-    meta = FetchMetadata.INITIAL
-    for i in range(rounds):
-        java.poll()
-        req = plain.fetch(FetchMetadata.LEGACY, dict(positions), version=version)
-        again = resend.fetch(meta, dict(positions), version=version)
-        assert again.outcome.error_code == 0 and again.outcome.session_id
-        meta = FetchMetadata(again.outcome.session_id, i + 1)
-        for tip, r in req.outcome.partitions:
-            if r.records_size:
-                key = (tip.topic, tip.partition)
-                positions[key] = min(r.high_watermark, positions[key] + b.batch_records)
-        b.produce(*PARTITIONS[(i * 7) % len(PARTITIONS)], 2)   # a couple of partitions change per round
-        b.produce(*PARTITIONS[(i * 3 + 1) % len(PARTITIONS)], 9)
-        w.advance(1.0)
-    assert positions == java.positions
-    w.close()
+    """'java' uses a session as Kafka's client does, 'plain' never uses one (epoch -1), and 'resend' keeps a
+    working session but lists every partition in every incremental request, changed or not."""
+    write_capture(path, "java-a", "nosess", "resend", version=version, rounds=rounds)
 
 
 @pytest.mark.parametrize("name", ["scenarios/healthy.pcap", "scenarios-real/kafka-python-sessions.pcap",

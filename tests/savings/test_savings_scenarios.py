@@ -10,32 +10,11 @@ from __future__ import annotations
 
 from fetchtool.analysis.savings import estimate
 from fetchtool.decoder import decode_capture
-from fetchtool.sessions import FetchMetadata
-from fetchtool.synth.world import JavaLikeClient, World
-
-PARTITIONS = [("orders", p) for p in range(20)] + [("payments", p) for p in range(5)]
+from same_data_consumers import write_capture
 
 
 def _twins(path, version=12, rounds=10):
-    w = World(path)
-    b = w.broker()
-    for tp in PARTITIONS:
-        b.produce(*tp, 3)
-    java = JavaLikeClient(w.connect(b, "10.0.0.1", 40001, "twin-a"), PARTITIONS, version=version)
-    plain = w.connect(b, "10.0.0.2", 40002, "twin-b")
-    positions = {tp: 0 for tp in PARTITIONS}
-    for i in range(rounds):
-        java.poll()
-        req = plain.fetch(FetchMetadata.LEGACY, dict(positions), version=version)
-        for tip, r in req.outcome.partitions:
-            if r.records_size:
-                key = (tip.topic, tip.partition)
-                positions[key] = min(r.high_watermark, positions[key] + b.batch_records)
-        b.produce(*PARTITIONS[(i * 7) % len(PARTITIONS)], 2)   # a couple of partitions change per round
-        b.produce(*PARTITIONS[(i * 3 + 1) % len(PARTITIONS)], 9)
-        w.advance(1.0)
-    assert positions == java.positions   # the twins really fetched the same offsets
-    w.close()
+    write_capture(path, "twin-a", "twin-b", version=version, rounds=rounds)
 
 
 def _by_client(result):
