@@ -121,13 +121,10 @@ class OutOfRangeSessionContext(FetchContext):
         return [tp for tp, _ in self._outcome(0).partitions]
 
 
-class SessionlessFetchContext(FetchContext):
-    """A full request that creates no session (epoch -1, or a session emptied by forgets): SessionId 0."""
+class _RequestedPartitionsContext(FetchContext):
+    """A context that reads exactly the partitions the request listed (Kafka's sessionless and full contexts)."""
 
-    kind = "sessionless"
-
-    def __init__(self, fetch_data: Mapping[TopicIdPartition, PartitionData]) -> None:
-        self.fetch_data = fetch_data
+    fetch_data: Mapping[TopicIdPartition, PartitionData]
 
     def partitions(self) -> list[tuple[TopicIdPartition, PartitionData]]:
         return list(self.fetch_data.items())
@@ -136,11 +133,20 @@ class SessionlessFetchContext(FetchContext):
         data = self.fetch_data.get(tp)
         return None if data is None else data.fetch_offset
 
+
+class SessionlessFetchContext(_RequestedPartitionsContext):
+    """A full request that creates no session (epoch -1, or a session emptied by forgets): SessionId 0."""
+
+    kind = "sessionless"
+
+    def __init__(self, fetch_data: Mapping[TopicIdPartition, PartitionData]) -> None:
+        self.fetch_data = fetch_data
+
     def update_and_generate_response(self, now_ms, results) -> FetchOutcome:
         return FetchOutcome(errors.NONE, INVALID_SESSION_ID, 0, tuple(results.items()))
 
 
-class FullFetchContext(FetchContext):
+class FullFetchContext(_RequestedPartitionsContext):
     """A full request (epoch 0): every partition is returned and a session is created from the RESPONSE."""
 
     kind = "full"
@@ -152,13 +158,6 @@ class FullFetchContext(FetchContext):
         self.uses_topic_ids = uses_topic_ids
         self.is_from_follower = is_from_follower
         self.session_id = INVALID_SESSION_ID   # filled in by update_and_generate_response
-
-    def partitions(self) -> list[tuple[TopicIdPartition, PartitionData]]:
-        return list(self.fetch_data.items())
-
-    def get_fetch_offset(self, tp: TopicIdPartition) -> int | None:
-        data = self.fetch_data.get(tp)
-        return None if data is None else data.fetch_offset
 
     def update_and_generate_response(self, now_ms, results) -> FetchOutcome:
         # The round-robin counter advances here, whether or not a session is created.
