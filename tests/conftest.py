@@ -3,6 +3,7 @@
 Where the peers come from (see tools/):
   tshark 4.4  env FETCHTOOL_TSHARK, else /opt/tshark44/tshark   (tools/install_tshark44.sh)
   tansu       env FETCHTOOL_TANSU, else /opt/tansu/tansu, else `tansu` on PATH   (tools/install_tansu.sh)
+  Kafka 4.3.1 env FETCHTOOL_KAFKA_LIBS, else /opt/kafka431/libs, and java on PATH   (tools/install_kafka.sh)
 
 Tests marked @pytest.mark.tshark / @pytest.mark.tansu are skipped with the reason when their peer is missing,
 except when the environment variable CI is set: then a missing peer FAILS the test, so CI cannot go green by
@@ -18,14 +19,21 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))  # kafka_peer: the Apache Kafka launcher shared with examples/
+
+import kafka_peer  # noqa: E402
 
 TSHARK_DEFAULT = "/opt/tshark44/tshark"
 TANSU_DEFAULT = "/opt/tansu/tansu"
@@ -114,15 +122,26 @@ def _locate_tansu() -> Peer:
 _PEERS: dict[str, Peer] = {}
 
 
+def _locate_kafka() -> Peer:
+    try:
+        libs = kafka_peer.check_installed()
+    except kafka_peer.KafkaUnavailable as exc:
+        return Peer("Apache Kafka 4.3.1", None, None, str(exc))
+    return Peer("Apache Kafka 4.3.1", str(libs), kafka_peer.KAFKA_VERSION, None)
+
+
+PEER_MARKERS = ("tshark", "tansu", "kafka")
+
+
 def _peer(marker: str) -> Peer:
     if marker not in _PEERS:
-        _PEERS[marker] = {"tshark": _locate_tshark, "tansu": _locate_tansu}[marker]()
+        _PEERS[marker] = {"tshark": _locate_tshark, "tansu": _locate_tansu, "kafka": _locate_kafka}[marker]()
     return _PEERS[marker]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     lines = []
-    for marker in ("tshark", "tansu"):
+    for marker in PEER_MARKERS:
         peer = _peer(marker)
         state = f"{peer.path} ({peer.version})" if peer.problem is None else f"MISSING: {peer.problem}"
         lines.append(f"peer {peer.name}: {state}")
@@ -132,7 +151,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    for marker in ("tshark", "tansu"):
+    for marker in PEER_MARKERS:
         if item.get_closest_marker(marker) is not None:
             _peer(marker).require()
     # pyspark is an optional extra ([spark]) that CI does not install, so its tests always skip without it.
@@ -262,6 +281,33 @@ def tansu_broker(tansu: str) -> Iterator[TansuBroker]:
             yield TansuBroker(LOOPBACK, port, create_topic)
         finally:
             _stop(proc)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Apache Kafka 4.3.1: the reference broker
+
+
+@pytest.fixture(scope="module")
+def kafka(request: pytest.FixtureRequest) -> Iterator[kafka_peer.KafkaCluster]:
+    """Apache Kafka 4.3.1 in KRaft mode on free loopback ports, one per test module (a node takes ~2-5 s to start).
+
+    The module sets it up with a dict `KAFKA = {"nodes": 1 or 3, "cache_slots": N, "extra": {prop: value}}`
+    (defaults: 1 node, 1000 slots). Each node's sessions.log / requests.log / server.log hold the broker's own
+    record (see tools/kafka_peer.py). Stopped, and its folder removed, when the module's tests are done.
+    """
+    _peer("kafka").require()
+    opts = getattr(request.module, "KAFKA", {})
+    cluster = kafka_peer.KafkaCluster(nodes_count=opts.get("nodes", 1), cache_slots=opts.get("cache_slots", 1000),
+                                      extra=dict(opts.get("extra", {})))
+    try:
+        cluster.start()
+    except kafka_peer.KafkaUnavailable as exc:
+        cluster.stop()
+        pytest.fail(f"Apache Kafka did not start: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def _spark_missing(problem: str) -> None:
