@@ -14,25 +14,23 @@ time of the requests), so session eviction times behave as in the capture.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel, effective_behaviour
 from fetchtool.replay.plan import REQUEST, SESSION, ClientStream, ReplayPlan
 from fetchtool.replay.simulate import CapturedSessionIds, SimConfig
+from fetchtool.replay.net import ReplayError, connect, read_frame, reason
 from fetchtool.replay.tally import Tally
-from fetchtool.replay.wire import (TopicMapping, fetch_request, fetch_response, metadata_request,
-                                   metadata_topics)
+from fetchtool.replay.target import Target, fetch_version, prepare, records_to_write
+from fetchtool.replay.wire import TopicMapping, fetch_request, fetch_response
 from fetchtool.sessions.partitions import ZERO_UUID, TopicIdPartition
 
 LOOPBACK = "127.0.0.1"
 EMBEDDED = "embedded"
-
-
-class ReplayError(Exception):
-    """A replay that cannot start (unreachable broker, missing topics); one line for the user."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +52,7 @@ class StreamResult:
     rtts_ms: list[float] = field(default_factory=list)
     timeouts: int = 0
     session_ids: dict[int, int] = field(default_factory=dict)  # captured session id -> live session id
+    partition_errors: Counter = field(default_factory=Counter)  # partition-level error code -> count
     problem: str | None = None  # why the stream stopped early
 
 
@@ -72,6 +71,7 @@ class ReplayRun:
     finished: bool = False
     interrupted: bool = False
     broker_metrics: dict | None = None
+    prepared: Target | None = None  # --broker: what preparing the target found and did
 
     def totals(self) -> Tally:
         """The sum of every stream's tally so far."""
@@ -138,9 +138,8 @@ async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Calla
     for name, info in plan.topics.items():
         state.create_topic(name, info.partition_count, info.topic_id)
     value = b"x" * 16
-    for (name, partition), top in high.items():
+    for (name, partition), want in records_to_write(low, high, plan.topics, options.prefill_limit).items():
         log = state.topics.partition(name, partition)
-        want = min(max(0, top - low.get((name, partition), 0)), options.prefill_limit)
         while log is not None and log.log_end_offset < want:
             log.append(make_batch([value] * min(500, want - log.log_end_offset)))
     await broker.start()
@@ -158,42 +157,6 @@ def parse_broker(text: str) -> tuple[str, int]:
     if not sep or not host or not 1 <= port <= 65535:
         raise ValueError(f"--broker must be HOST:PORT with a port 1-65535, got {text!r}")
     return host, port
-
-
-def reason(exc: BaseException) -> str:
-    """Why a connection failed, never empty: asyncio's TimeoutError and some OSErrors have no message."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    if str(exc):
-        return str(exc)
-    return "timed out" if isinstance(exc, TimeoutError) else type(exc).__name__
-
-
-async def _connect(host: str, port: int, timeout: float):
-    try:
-        return await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-    except (OSError, asyncio.TimeoutError) as exc:
-        raise ReplayError(f"cannot connect to {host}:{port}: {reason(exc)}") from None
-
-
-async def _read_frame(reader: asyncio.StreamReader) -> bytes:
-    size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
-    if size < 4:
-        raise ConnectionError(f"bad response frame size {size}")
-    return await reader.readexactly(size)
-
-
-async def _target_topics(host: str, port: int, timeout: float) -> dict[str, uuid.UUID]:
-    reader, writer = await _connect(host, port, timeout)
-    try:
-        writer.write(metadata_request(1, "fetchtool-replay"))
-        await writer.drain()
-        payload = await asyncio.wait_for(_read_frame(reader), timeout)
-        return metadata_topics(payload)
-    except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
-        raise ReplayError(f"{host}:{port} did not answer Metadata: {reason(exc)}") from None
-    finally:
-        writer.close()
 
 
 async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None = None,
@@ -228,15 +191,13 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         except ValueError as exc:
             raise ReplayError(str(exc)) from None
         run.target = options.broker
-        ids = await _target_topics(host, port, options.timeout_s)
-        missing = sorted(set(plan.topics) - set(ids))
-        if missing and not options.create_topics:
-            raise ReplayError(f"{options.broker} has no topic(s) {', '.join(missing)}; create them or pass "
-                              f"--create-topics")
-        if missing:
-            await _create_topics(host, port, {n: plan.topics[n].partition_count for n in missing}, options.timeout_s)
-            ids = await _target_topics(host, port, options.timeout_s)
+        run.prepared = await prepare(host, port, {n: t.partition_count for n, t in plan.topics.items()}, low, high,
+                                     create=options.create_topics, timeout=options.timeout_s,
+                                     prefill_limit=options.prefill_limit,
+                                     probe_version=max((f.version for s in plan.streams for f in s.fetches), default=12))
+        ids = run.prepared.topic_ids
     mapping = TopicMapping(ids, {str(v): k for k, v in ids.items()}, low)
+    supported = run.prepared.fetch_versions if run.prepared is not None else None
     captured_ids = {name: info.topic_id or ZERO_UUID for name, info in plan.topics.items()}
 
     req_pos: dict[tuple[int, int], int] = {}
@@ -266,7 +227,10 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                     if delay > 0:
                         await asyncio.sleep(delay)
                 if writer is None:
-                    reader, writer = await _connect(host, port, options.timeout_s)
+                    reader, writer = await connect(host, port, options.timeout_s)
+                if supported is not None and fetch_version(fetch.version, supported) != fetch.version:
+                    # the client speaks what the target does; its handler follows the version it really sends
+                    fetch = dataclasses.replace(fetch, version=fetch_version(fetch.version, supported))
                 req = model.request(fetch)
                 corr += 1
                 max_wait = fetch.max_wait_ms if broker is not None else (
@@ -284,7 +248,7 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                 if options.as_fast:
                     await seq.mark(req_pos[(stream.index, j)])
                 try:
-                    payload = await asyncio.wait_for(_read_frame(reader), options.timeout_s)
+                    payload = await asyncio.wait_for(read_frame(reader), options.timeout_s)
                 except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                     result.timeouts += 1
                     if options.as_fast:
@@ -304,6 +268,9 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                 err = body.error_code
                 if err:
                     tally.errors[err] += 1
+                for p in body.partitions:
+                    if p.error_code:
+                        result.partition_errors[p.error_code] += 1
                 live_id = body.session_id or 0
                 if req.metadata.is_full and req.metadata.epoch == 0 and live_id and not err:
                     tally.sessions_created += 1
@@ -340,29 +307,6 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
     return run
 
 
-async def _create_topics(host: str, port: int, topics: dict[str, int], timeout: float) -> None:
-    import datetime
-
-    from kio.schema.create_topics.v4.request import CreatableTopic, CreateTopicsRequest
-    from kio.static.primitive import i32Timedelta
-
-    from fetchtool.broker.wire import encode_request
-
-    request = CreateTopicsRequest(
-        topics=tuple(CreatableTopic(name=n, num_partitions=p, replication_factor=1, assignments=(), configs=())
-                     for n, p in topics.items()),
-        timeout=i32Timedelta.parse(datetime.timedelta(seconds=timeout)), validate_only=False)
-    reader, writer = await _connect(host, port, timeout)
-    try:
-        writer.write(encode_request(19, 1, request, "fetchtool-replay"))  # CreateTopics v4, correlation id 1
-        await writer.drain()
-        await asyncio.wait_for(_read_frame(reader), timeout)
-    except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
-        raise ReplayError(f"{host}:{port} did not answer CreateTopics: {reason(exc)}") from None
-    finally:
-        writer.close()
-
-
 def _notes(run: ReplayRun) -> None:
     """Plain-language remarks: fallbacks the support engineer should know about."""
     fell_back = [r for r in run.streams
@@ -380,6 +324,25 @@ def _notes(run: ReplayRun) -> None:
     timeouts = sum(r.timeouts for r in run.streams)
     if timeouts:
         run.notes.append(f"{timeouts} request(s) got no response within {run.options.timeout_s:g} s")
+    target = run.prepared
+    if target is not None:
+        if target.created:
+            run.notes.append(f"created {', '.join(target.created)} on {run.target} with {target.written:,} "
+                             f"record(s) so the rebased captured offsets exist")
+        if target.fetch_versions is not None:
+            sent = sorted({(f.version, fetch_version(f.version, target.fetch_versions))
+                           for s in run.plan.streams for f in s.fetches})
+            moved = [f"v{a}->v{b}" for a, b in sent if a != b]
+            if moved:
+                run.notes.append(f"{run.target} speaks Fetch v{target.fetch_versions[0]}-v{target.fetch_versions[1]}:"
+                                 f" captured versions sent as {', '.join(moved)}")
+        run.notes.extend(target.notes)
+    partition_errors = Counter()
+    for r in run.streams:
+        partition_errors.update(r.partition_errors)
+    if partition_errors:
+        run.notes.append("partition errors in the replay's responses: " +
+                         ", ".join(f"{code}x{n}" for code, n in sorted(partition_errors.items())))
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -162,6 +162,7 @@ class _SilentBroker:
 
 
 def test_a_broker_that_never_answers_is_one_line_that_says_it_timed_out():
+    # ApiVersions is the first thing replay asks a --broker (which Fetch versions it speaks)
     silent = _SilentBroker()
     try:
         res = _invoke("replay", THRASH, "--broker", f"127.0.0.1:{silent.port}", "--timeout", "0.2")
@@ -169,7 +170,7 @@ def test_a_broker_that_never_answers_is_one_line_that_says_it_timed_out():
         silent.stop()
     assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
     line = _one_line(res.stderr, "error: ")
-    assert line == f"error: 127.0.0.1:{silent.port} did not answer Metadata: timed out"
+    assert line == f"error: 127.0.0.1:{silent.port} did not answer ApiVersions: timed out"
 
 
 def test_clients_that_got_no_answer_in_time_show_a_reason_and_no_rtt_not_none():

@@ -1,0 +1,212 @@
+"""Getting a real broker (--broker) ready for a replay: versions, topics, records, leaders.
+
+A capture's fetches only replay as captured if the target can answer them: it must speak the captured Fetch
+versions, have the capture's topics (their ids are the target's own, mapped by name), hold records at the rebased
+offsets the clients ask for, and have a leader for every partition. Against Apache Kafka a fresh topic has none
+of that at first: no records (every fetch past offset 0 is OFFSET_OUT_OF_RANGE) and, for ~0.1-0.2 s after
+Metadata lists it, NOT_LEADER_OR_FOLLOWER on its partitions.
+
+The decisions are sans-IO functions (`fetch_version`, `records_to_write`, `not_ready`); `prepare` is the I/O
+edge, one admin connection that asks ApiVersions, Metadata, CreateTopics, Produce and probing Fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from fetchtool.broker.wire import decode_response, encode_request
+from fetchtool.protocol.codec import FetchResponseBody
+from fetchtool.replay.net import ReplayError, connect, read_frame, reason
+from fetchtool.replay.wire import TopicMapping, fetch_request, fetch_response, metadata_request, metadata_topics
+from fetchtool.sessions.metadata import FetchMetadata
+from fetchtool.sessions.partitions import PartitionData, TopicIdPartition
+
+FETCH = 1
+PRODUCE = 0
+CLIENT_ID = "fetchtool-replay"
+# Partition errors that only mean "not ready yet" on a topic just created: UNKNOWN_TOPIC_OR_PARTITION,
+# LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID.
+NOT_READY = frozenset({3, 5, 6, 100})
+TOPIC_ALREADY_EXISTS = 36
+BATCH_RECORDS = 500  # records per produced batch
+VALUE = b"x" * 16  # the records' value: replay measures sessions, not payloads
+
+
+@dataclass(slots=True)
+class Target:
+    """What a replay learnt about its target broker while preparing it."""
+
+    fetch_versions: tuple[int, int] | None = None  # (min, max) Fetch versions, None: ApiVersions not answered
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    created: list[str] = field(default_factory=list)
+    written: int = 0  # records produced into the created topics
+    ready_after_probes: int = 0  # sessionless Fetch probes until every partition had a leader
+    notes: list[str] = field(default_factory=list)
+
+
+def fetch_version(captured: int, supported: tuple[int, int] | None) -> int:
+    """The Fetch version to send for a captured one: the same where the target speaks it, else the nearest it
+    does (Kafka 4 answers Fetch 4-18, so a v0-v3 capture goes out as v4 and a newer client's as v18)."""
+    if supported is None:
+        return captured
+    low, high = supported
+    return min(max(captured, low), high)
+
+
+def records_to_write(low: dict[tuple[str, int], int], high: dict[tuple[str, int], int], topics: Iterable[str],
+                     limit: int) -> dict[tuple[str, int], int]:
+    """Records each partition of `topics` needs so every rebased captured offset exists (the lowest captured
+    fetch offset becomes 0 on the target), at most `limit` a partition."""
+    wanted = set(topics)
+    out = {}
+    for key, top in high.items():
+        if key[0] in wanted:
+            n = min(max(0, top - low.get(key, 0)), limit)
+            if n:
+                out[key] = n
+    return out
+
+
+def not_ready(body: FetchResponseBody) -> list[tuple[str | None, int, int]]:
+    """(topic, partition, error) of every partition a probing Fetch found without a leader (or not yet known)."""
+    return [(p.topic, p.partition, p.error_code) for p in body.partitions if p.error_code in NOT_READY]
+
+
+class _Admin:
+    """One connection for the preparation's requests, answered one at a time."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.host, self.port, self.timeout = host, port, timeout
+        self.reader = self.writer = None
+        self.corr = 0
+
+    async def __aenter__(self) -> _Admin:
+        self.reader, self.writer = await connect(self.host, self.port, self.timeout)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.writer.close()
+
+    async def call(self, frame: bytes, what: str) -> bytes:
+        try:
+            self.writer.write(frame)
+            await self.writer.drain()
+            return await asyncio.wait_for(read_frame(self.reader), self.timeout)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+            raise ReplayError(f"{self.host}:{self.port} did not answer {what}: {reason(exc)}") from None
+
+    async def kio(self, request, what: str):
+        self.corr += 1
+        payload = await self.call(encode_request(int(request.__api_key__), self.corr, request, CLIENT_ID), what)
+        return decode_response(payload, int(request.__api_key__), int(request.__version__))[1]
+
+    async def api_versions(self) -> dict[int, tuple[int, int]]:
+        from kio.schema.api_versions.v0.request import ApiVersionsRequest
+
+        body = await self.kio(ApiVersionsRequest(), "ApiVersions")
+        return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
+
+    async def topics(self) -> dict[str, uuid.UUID]:
+        self.corr += 1
+        return metadata_topics(await self.call(metadata_request(self.corr, CLIENT_ID), "Metadata"))
+
+    async def create_topics(self, topics: dict[str, int]) -> None:
+        from kio.schema.create_topics.v4.request import CreatableTopic, CreateTopicsRequest
+        from kio.static.primitive import i32Timedelta
+
+        request = CreateTopicsRequest(
+            topics=tuple(CreatableTopic(name=n, num_partitions=p, replication_factor=1, assignments=(), configs=())
+                         for n, p in topics.items()),
+            timeout=i32Timedelta.parse(datetime.timedelta(seconds=self.timeout)), validate_only=False)
+        body = await self.kio(request, "CreateTopics")
+        failed = [f"{t.name} ({int(t.error_code)}: {t.error_message or 'no message'})" for t in body.topics
+                  if int(t.error_code) not in (0, TOPIC_ALREADY_EXISTS)]
+        if failed:
+            raise ReplayError(f"{self.host}:{self.port} refused to create {', '.join(failed)}")
+
+    async def produce(self, counts: dict[tuple[str, int], int], produce_max: int) -> int:
+        """Writes `counts` records into each partition, in batches; the records written."""
+        import importlib
+
+        from fetchtool.broker.rawclient import make_batch
+
+        version = min(9, produce_max)   # v13 would need topic ids; v3-v12 all take names
+        mod = importlib.import_module(f"kio.schema.produce.v{version}.request")
+        from kio.static.primitive import i32Timedelta
+
+        left = dict(counts)
+        written = 0
+        while left:
+            by_topic: dict[str, list] = {}
+            for (topic, partition), n in list(left.items()):
+                take = min(n, BATCH_RECORDS)
+                written += take
+                by_topic.setdefault(topic, []).append(
+                    mod.PartitionProduceData(index=partition, records=make_batch([VALUE] * take)))
+                left[(topic, partition)] -= take
+                if not left[(topic, partition)]:
+                    del left[(topic, partition)]
+            request = mod.ProduceRequest(
+                transactional_id=None, acks=1, timeout=i32Timedelta.parse(datetime.timedelta(seconds=self.timeout)),
+                topic_data=tuple(mod.TopicProduceData(name=t, partition_data=tuple(p)) for t, p in by_topic.items()))
+            body = await self.kio(request, "Produce")
+            for t in body.responses:
+                for p in t.partition_responses:
+                    if int(p.error_code):
+                        raise ReplayError(f"{self.host}:{self.port} refused records for {t.name}-{p.index}: "
+                                          f"error {int(p.error_code)}")
+        return written
+
+    async def probe(self, version: int, mapping: TopicMapping, partitions: list[tuple[str, int]]) -> list:
+        """One sessionless Fetch (0, -1) of every partition at offset 0: creates no session, finds leaders."""
+        data = {TopicIdPartition(mapping.ids.get(t) or uuid.UUID(int=0), t, p):
+                PartitionData(0, -1, 1, -1, -1, mapping.ids.get(t) or uuid.UUID(int=0)) for t, p in partitions}
+        self.corr += 1
+        frame = fetch_request(version, self.corr, CLIENT_ID, FetchMetadata.LEGACY, data, [], mapping, 0, 1, 1, 0)
+        return not_ready(fetch_response(await self.call(frame, "Fetch"), version, mapping))
+
+
+async def prepare(host: str, port: int, topics: dict[str, int], low: dict, high: dict, *, create: bool,
+                  timeout: float, prefill_limit: int, probe_version: int, ready_s: float = 30.0) -> Target:
+    """Readies the target for a plan: its Fetch versions, the topic ids by name, the missing topics created (with
+    `create`) and filled with records up to the rebased captured offsets, and a leader for every partition."""
+    target = Target()
+    async with _Admin(host, port, timeout) as admin:
+        versions = await admin.api_versions()
+        target.fetch_versions = versions.get(FETCH)
+        target.topic_ids = await admin.topics()
+        missing = sorted(set(topics) - set(target.topic_ids))
+        if missing and not create:
+            raise ReplayError(f"{host}:{port} has no topic(s) {', '.join(missing)}; create them or pass "
+                              f"--create-topics")
+        if missing:
+            await admin.create_topics({n: topics[n] for n in missing})
+            target.created = missing
+            target.topic_ids = await admin.topics()
+        version = fetch_version(probe_version, target.fetch_versions)
+        partitions = [(t, p) for t, n in topics.items() for p in range(n)]
+        # Wait for leaders (a new topic's partitions answer NOT_LEADER_OR_FOLLOWER for a moment): the replayed
+        # clients' first fetches would otherwise get partition errors the capture never had.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ready_s
+        mapping = TopicMapping(target.topic_ids, {str(v): k for k, v in target.topic_ids.items()}, {})
+        while True:
+            target.ready_after_probes += 1
+            waiting = await admin.probe(version, mapping, partitions)
+            if not waiting:
+                break
+            if loop.time() > deadline:
+                t, p, code = waiting[0]
+                raise ReplayError(f"{host}:{port}: {len(waiting)} partition(s) still without a leader after "
+                                  f"{ready_s:g} s (e.g. {t}-{p}: error {code})")
+            await asyncio.sleep(0.05)
+        counts = records_to_write(low, high, target.created, prefill_limit)
+        if counts and PRODUCE in versions:
+            target.written = await admin.produce(counts, versions[PRODUCE][1])
+        elif counts:
+            target.notes.append(f"{host}:{port} does not list Produce: the created topics stay empty")
+    return target
