@@ -327,8 +327,9 @@ def _notes(run: ReplayRun) -> None:
     target = run.prepared
     if target is not None:
         if target.created:
-            run.notes.append(f"created {', '.join(target.created)} on {run.target} with {target.written:,} "
-                             f"record(s) so the rebased captured offsets exist")
+            filled = f", {target.written:,} record(s) written so the rebased captured offsets exist" \
+                if target.written else ""
+            run.notes.append(f"created {', '.join(target.created)} on {run.target}{filled}")
         if target.fetch_versions is not None:
             sent = sorted({(f.version, fetch_version(f.version, target.fetch_versions))
                            for s in run.plan.streams for f in s.fetches})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rich.console import Console
 from rich.table import Table
 
@@ -130,12 +132,17 @@ def replay_json(run, captured: CapturedCounts) -> dict:
 
     totals = run.totals()
     rtts = [ms for r in run.streams for ms in r.rtts_ms]
+    partition_errors = Counter()
+    for r in run.streams:
+        partition_errors.update(r.partition_errors)
+    captured_partitions = captured_partition_errors(run.plan)
     return {
         "target": run.target,
         "totals": {**totals.to_json(), "responses": totals.responses,
                    "rtt_ms": {"p50": percentile(rtts, 0.5), "p99": percentile(rtts, 0.99)},
-                   "timeouts": sum(r.timeouts for r in run.streams)},
-        "captured": captured.totals.to_json(),
+                   "timeouts": sum(r.timeouts for r in run.streams), "partition_errors": _codes_json(partition_errors)},
+        "captured": {**captured.totals.to_json(),
+                     "partition_errors": _codes_json(sum(captured_partitions, Counter()))},
         "clients": [
             {
                 "client": r.stream.client,
@@ -146,9 +153,11 @@ def replay_json(run, captured: CapturedCounts) -> dict:
                 "sessions_established": r.tally.sessions_created,
                 "rtt_ms": {"p50": percentile(r.rtts_ms, 0.5), "p99": percentile(r.rtts_ms, 0.99)},
                 "timeouts": r.timeouts,
+                "partition_errors": _codes_json(r.partition_errors),
                 "session_ids": {str(c): live for c, live in r.session_ids.items()},
                 "problem": r.problem,
-                "captured": captured.streams[r.stream.index].to_json(),
+                "captured": {**captured.streams[r.stream.index].to_json(),
+                             "partition_errors": _codes_json(captured_partitions[r.stream.index])},
             }
             for r in run.streams
         ],
@@ -162,6 +171,15 @@ def replay_json(run, captured: CapturedCounts) -> dict:
         "interrupted": run.interrupted,
         "broker_metrics": run.broker_metrics,
     }
+
+
+def captured_partition_errors(plan: ReplayPlan) -> list[Counter]:
+    """Per stream: the partition-level error codes the capture's responses carried (the plan's reads)."""
+    return [Counter(r.error_code for f in s.fetches for r in f.reads.values() if r.error_code) for s in plan.streams]
+
+
+def _codes_json(errors: Counter) -> dict:
+    return {str(code): n for code, n in sorted(errors.items()) if n}
 
 
 def print_replay(console: Console, run, captured: CapturedCounts) -> None:
