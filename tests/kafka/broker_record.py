@@ -456,3 +456,67 @@ def load(sessions_logs: dict[str, Path], requests_logs: dict[str, Path]) -> Brok
         sessions={node: read_sessions_log(p, node) for node, p in sessions_logs.items()},
         fetches=[f for node, p in requests_logs.items() for f in read_requests_log(p, node)],
     )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A committed capture of captures/kafka/ with the broker's record beside it
+
+
+@dataclass
+class RecordedRun:
+    """captures/kafka/NAME.pcap, its NAME.record.json (ports, times, faults) and Kafka's logs of every node."""
+
+    pcap: Path
+    meta: dict  # NAME.record.json
+    record: BrokerRecord
+    node_broker: dict[str, str]  # node label ("node1") -> the node's client listener "127.0.0.1:port"
+    node_ports: dict[str, list[int]]  # node label -> every port of the node (client and controller)
+
+    @property
+    def name(self) -> str:
+        return self.meta["name"]
+
+    @property
+    def window(self) -> tuple[float, float]:
+        return self.meta["capture_start_time"], self.meta["capture_stop_time"]
+
+    @property
+    def cache_slots(self) -> int:
+        return self.meta["cluster"]["cache_slots"]
+
+    @property
+    def cache_shards(self) -> int:
+        return self.meta["cluster"].get("cache_shards", 8)
+
+    def events(self, pattern: str) -> list[dict]:
+        return [e for e in self.meta.get("events", []) if re.search(pattern, e["event"])]
+
+    def node_deaths(self) -> list[tuple[str, float, float | None]]:
+        """(node label, SIGKILL time, time the node accepted again or None) for every killed node."""
+        out = []
+        for kill in self.events(r"^SIGKILL node \d+"):
+            nid = kill.get("node_id") or int(kill["event"].split()[-1])
+            back = [e["time"] for e in self.events(rf"^node {nid} accepting") if e["time"] > kill["time"]]
+            out.append((f"node{nid}", kill["time"], min(back) if back else None))
+        return out
+
+    def session_node(self, broker: str) -> str | None:
+        return next((n for n, b in self.node_broker.items() if b == broker), None)
+
+
+def load_run(pcap: str | Path) -> RecordedRun:
+    pcap = Path(pcap)
+    stem = pcap.name.split(".pcap")[0]
+    meta = json.loads((pcap.parent / f"{stem}.record.json").read_text())
+    sessions_logs, requests_logs, node_broker, node_ports = {}, {}, {}, {}
+    for n in meta["nodes"]:
+        label = f"node{n['node_id']}"
+        node_broker[label] = f"127.0.0.1:{n['port']}"
+        node_ports[label] = [n["port"]] + ([n["controller_port"]] if n.get("controller_port") else [])
+        for key, into in (("sessions_log", sessions_logs), ("requests_log", requests_logs)):
+            name = n.get(key)
+            if name and (pcap.parent / name).exists():
+                into[label] = pcap.parent / name
+            elif name and (pcap.parent / (name + ".gz")).exists():
+                into[label] = pcap.parent / (name + ".gz")
+    return RecordedRun(pcap, meta, load(sessions_logs, requests_logs), node_broker, node_ports)

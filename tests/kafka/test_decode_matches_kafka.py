@@ -359,22 +359,8 @@ def test_live_fetches_up_to_v16_also_agree_with_tshark(live_run, tshark_fields):
 def committed_captures() -> list[Path]:
     if not KAFKA_CAPTURES.is_dir():
         return []
-    return sorted(p for p in KAFKA_CAPTURES.iterdir() if p.name.endswith((".pcap", ".pcapng", ".pcap.gz")))
-
-
-def stem(capture: Path) -> str:
-    name = capture.name
-    for suffix in (".pcap.gz", ".pcapng", ".pcap"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
-
-
-def requests_logs(capture: Path) -> list[Path]:
-    """<name>.requests.log[.gz], or one per node: <name>.node1.requests.log[.gz], <name>.requests.node1.log..."""
-    s = stem(capture)
-    return sorted(p for p in capture.parent.iterdir()
-                  if p.name.startswith(s + ".") and "requests" in p.name and p.name.endswith((".log", ".log.gz")))
+    return sorted(p for p in KAFKA_CAPTURES.iterdir() if p.name.endswith((".pcap", ".pcapng", ".pcap.gz"))
+                  and (KAFKA_CAPTURES / (p.name.split(".pcap")[0] + ".record.json")).exists())
 
 
 def committed_params():
@@ -384,32 +370,29 @@ def committed_params():
     return [pytest.param(c, id=c.name) for c in caps]
 
 
-def load_fetches(capture: Path) -> list[br.FetchRecord]:
-    logs = requests_logs(capture)
-    if not logs:
-        pytest.fail(f"{capture.name} has no requests log beside it")
-    return [f for p in logs for f in br.read_requests_log(p, p.name)]
+def captured_ports(run: br.RecordedRun) -> list[int]:
+    """The ports tcpdump captured (record.json), which are the ports the nodes logged requests on."""
+    return sorted(run.meta.get("captured_ports") or {p for ports in run.node_ports.values() for p in ports})
 
 
 @pytest.mark.parametrize("capture", committed_params())
 def test_committed_capture_every_logged_fetch_is_decoded_with_the_same_fields(capture):
-    fetches = load_fetches(capture)
-    brokers = {f.broker for f in fetches}
-    ports = sorted({int(b.rsplit(":", 1)[1]) for b in brokers})
-    result = assert_decode_matches_request_log(capture, fetches, ports)
+    run = br.load_run(capture)
+    assert run.record.fetches, f"{capture.name}: the request log holds no Fetch"
+    result = assert_decode_matches_request_log(capture, run.record.fetches, captured_ports(run))
     assert result["compared"] > 0
 
 
 @pytest.mark.tshark
 @pytest.mark.parametrize("capture", committed_params())
 def test_committed_capture_fetches_up_to_v16_also_agree_with_tshark(capture, tshark_fields):
-    fetches = load_fetches(capture)
-    keys = {f.key for f in fetches}
-    ports = sorted({int(f.broker.rsplit(":", 1)[1]) for f in fetches})
+    run = br.load_run(capture)
+    keys = {f.key for f in run.record.fetches}
+    ports = captured_ports(run)
     rows = {(r["client"], r["correlation_id"]): r for r in decode_jsonl(capture, ports) if r["api_key"] == 1}
     old = {k: r for k, r in rows.items() if r["api_version"] <= TSHARK_MAX_FETCH}
     if not old:
-        pytest.skip(f"every Fetch in {capture.name} is v17+ (tshark 4.4 decodes up to v16; the request log test "
+        pytest.skip(f"every Fetch in {capture.name} is v17+ (tshark 4.4 decodes up to v16; the request-log test "
                     f"covers them)")
     for port in ports:
         mine = {k: r for k, r in old.items() if r["broker"].endswith(f":{port}")}

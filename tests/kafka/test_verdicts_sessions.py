@@ -1,0 +1,336 @@
+"""fetchtool's verdicts on every real Kafka 4.3.1 capture of captures/kafka/, held to the broker's own record.
+
+For each capture the expectation comes from Kafka's logs recorded beside it (tests/kafka/broker_record.py), never
+from fetchtool: the sessions the cache created (FetchSessionCacheShard), who they were given to (the request log's
+connection of the full fetch that got the id), how many partitions each epoch added and removed (FetchManager's
+incremental contexts), how they ended (closed by a full request, evicted, or lost with their broker), and every
+session error the broker answered.
+
+fetchtool is run as a support engineer runs it: `fetchtool analyze CAPTURE --format json` for the contract, and
+the same analysis's epoch steps (what `fetchtool sessions` prints) for per-epoch partition counts.
+
+Where today's analysis disagrees with Kafka's record the test is marked xfail(strict=True) with both sides in the
+reason (KNOWN_DISAGREEMENTS below), so it fails loudly the day the analysis is fixed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+import broker_record as br
+
+ROOT = Path(__file__).resolve().parents[2]
+KAFKA_CAPTURES = ROOT / "captures" / "kafka"
+
+# (test name, capture name) -> what fetchtool says vs what Kafka's log says.
+KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {}
+
+
+def captures() -> list[Path]:
+    if not KAFKA_CAPTURES.is_dir():
+        return []
+    return sorted(p for p in KAFKA_CAPTURES.iterdir() if p.name.endswith((".pcap", ".pcapng", ".pcap.gz"))
+                  and (KAFKA_CAPTURES / (p.name.split(".pcap")[0] + ".record.json")).exists())
+
+
+def per_capture(test_name: str):
+    caps = captures()
+    if not caps:
+        return [pytest.param(None, marks=pytest.mark.skip(reason="no captures/kafka/*.pcap committed yet"))]
+    params = []
+    for c in caps:
+        name = c.name.split(".pcap")[0]
+        reason = KNOWN_DISAGREEMENTS.get((test_name, name))
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        params.append(pytest.param(c, id=name, marks=marks))
+    return params
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Both sides, once per capture
+
+
+@lru_cache(maxsize=None)
+def run_of(capture: Path) -> br.RecordedRun:
+    return br.load_run(capture)
+
+
+@lru_cache(maxsize=None)
+def analyze_json(capture: Path) -> dict:
+    out = subprocess.run([sys.executable, "-m", "fetchtool", "analyze", str(capture), "--format", "json"],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    return json.loads(out)
+
+
+@lru_cache(maxsize=None)
+def analysis_steps(capture: Path) -> dict[tuple[str, int], tuple]:
+    """(broker, session id) -> the epoch steps `fetchtool sessions` prints (same analysis as `analyze`)."""
+    from fetchtool.analysis.run import analyze_capture
+
+    out: dict[tuple[str, int], tuple] = defaultdict(tuple)
+    for s in analyze_capture([str(capture)]).sessions:
+        out[(s.broker, s.session_id)] += s.steps
+    return dict(out)
+
+
+@lru_cache(maxsize=None)
+def sessions_text(capture: Path) -> str:
+    return subprocess.run([sys.executable, "-m", "fetchtool", "sessions", str(capture)], capture_output=True,
+                          text=True, timeout=600, check=True, env={**os.environ, "COLUMNS": "250"}).stdout
+
+
+def logged_sessions(run: br.RecordedRun) -> dict[tuple[str, int], br.SessionCreated]:
+    """(broker, id) -> Kafka's creation line, for sessions created inside the capture window."""
+    first, last = run.window
+    out = {}
+    for c in run.record.all_created:
+        if first <= c.ts <= last:
+            out[(run.node_broker[c.node], c.session_id)] = c
+    return out
+
+
+def logged_errors(run: br.RecordedRun, code: int) -> list[br.FetchRecord]:
+    """The Fetch responses Kafka's request log shows with top-level error `code`, inside the capture window."""
+    first, last = run.window
+    return [f for f in run.record.fetches if f.error_code == code and first <= f.received_ts and f.ts <= last]
+
+
+def fetchtool_sessions(capture: Path) -> dict[tuple[str, int], list[dict]]:
+    out: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for s in analyze_json(capture)["sessions"]:
+        out[(s["broker"], s["session_id"])].append(s)
+    return dict(out)
+
+
+def evictor_in_message(message: str) -> int | None:
+    """The newer session an `evicted` finding names ("... when session N was created at frame F")."""
+    m = re.search(r"session (\d+) was created", message)
+    return int(m[1]) if m else None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sessions
+
+
+@pytest.mark.parametrize("capture", per_capture("test_fetchtool_finds_exactly_the_sessions_kafka_created"))
+def test_fetchtool_finds_exactly_the_sessions_kafka_created(capture):
+    run = run_of(capture)
+    theirs = set(logged_sessions(run))
+    mine = {k for k, lives in fetchtool_sessions(capture).items()
+            if any(not s["started_before_capture"] for s in lives)}
+    assert mine == theirs, (f"fetchtool only: {sorted(mine - theirs)[:10]}; "
+                            f"Kafka only: {sorted(theirs - mine)[:10]} (of {len(theirs)} created)")
+
+
+@pytest.mark.parametrize("capture", per_capture("test_each_session_belongs_to_the_connection_kafka_gave_it_to"))
+def test_each_session_belongs_to_the_connection_kafka_gave_it_to(capture):
+    run = run_of(capture)
+    owners = run.record.owners()
+    mine = fetchtool_sessions(capture)
+    wrong = []
+    for key in logged_sessions(run):
+        owner = owners.get(key)
+        assert owner is not None, f"{key}: created in the sessions log but no logged Fetch response carried it"
+        lives = mine.get(key, [])
+        got = [(s["client"], s["client_id"]) for s in lives]
+        if (owner.client, owner.client_id) not in got:
+            wrong.append((key, got, (owner.client, owner.client_id)))
+    assert not wrong, f"{len(wrong)} sessions with another owner (fetchtool, Kafka): {wrong[:5]}"
+    # `fetchtool sessions` heads each timeline with the same id and owner
+    text = sessions_text(capture)
+    for (broker, sid), owner in list(owners.items())[:50]:
+        if (broker, sid) in logged_sessions(run):
+            assert re.search(rf"session {sid} on {re.escape(broker)} .*{re.escape(owner.client)}", text), sid
+
+
+@pytest.mark.parametrize("capture", per_capture("test_each_session_starts_with_the_partitions_kafka_cached"))
+def test_each_session_starts_with_the_partitions_kafka_cached(capture):
+    run = run_of(capture)
+    mine = fetchtool_sessions(capture)
+    wrong = {}
+    for key, created in logged_sessions(run).items():
+        got = [s["first_partitions"] for s in mine.get(key, []) if not s["started_before_capture"]]
+        if got != [created.size]:
+            wrong[key] = (got, created.size)
+    assert not wrong, f"first partitions (fetchtool, Kafka partitionMap.size) differ: {list(wrong.items())[:5]}"
+
+
+@pytest.mark.parametrize("capture", per_capture("test_every_incremental_epoch_adds_and_forgets_what_kafka_logged"))
+def test_every_incremental_epoch_adds_and_forgets_what_kafka_logged(capture):
+    run = run_of(capture)
+    first, last = run.window
+    # Kafka: (broker, id, epoch the request carried) -> (added, removed)
+    theirs = {}
+    for c in run.record.all_incremental:
+        if first <= c.ts <= last:
+            theirs[(run.node_broker[c.node], c.session_id, c.request_epoch)] = (c.added, c.removed)
+    mine = {}
+    for (broker, sid), steps in analysis_steps(capture).items():
+        for st in steps:
+            if st.kind == "incremental" and st.error_code == 0:
+                mine[(broker, sid, st.epoch)] = (st.added, st.forgotten)
+    if not theirs:
+        assert not mine, "fetchtool shows accepted incremental fetches where Kafka logged none"
+        return
+    assert mine.keys() == theirs.keys(), (f"fetchtool only: {sorted(mine.keys() - theirs.keys())[:5]}; "
+                                          f"Kafka only: {sorted(theirs.keys() - mine.keys())[:5]}")
+    wrong = {k: (mine[k], theirs[k]) for k in theirs if mine[k] != theirs[k]}
+    assert not wrong, f"(added, forgotten) per epoch, (fetchtool, Kafka): {list(wrong.items())[:5]}"
+
+
+@pytest.mark.parametrize("capture", per_capture("test_each_session_ends_with_as_many_partitions_as_kafka_cached"))
+def test_each_session_ends_with_as_many_partitions_as_kafka_cached(capture):
+    run = run_of(capture)
+    by_id = run.record.all_incremental
+    size: dict[tuple[str, int], list[int]] = {}
+    for key, created in logged_sessions(run).items():
+        size[key] = [created.size]
+    for c in sorted(by_id, key=lambda c: c.ts):
+        key = (run.node_broker[c.node], c.session_id)
+        if key in size:
+            size[key].append(size[key][-1] + c.added - c.removed)
+    mine = fetchtool_sessions(capture)
+    wrong = {}
+    for key, sizes in size.items():
+        lives = mine.get(key, [])
+        got = [(s["partitions"], s["max_partitions"]) for s in lives]
+        if got != [(sizes[-1], max(sizes))]:
+            wrong[key] = (got, (sizes[-1], max(sizes)))
+    assert not wrong, f"(partitions at end, max), (fetchtool, Kafka): {list(wrong.items())[:5]}"
+
+
+@pytest.mark.parametrize("capture", per_capture("test_sessions_end_the_way_kafka_ended_them"))
+def test_sessions_end_the_way_kafka_ended_them(capture):
+    """closed: a full request removed it ("Removed fetch session X"); evicted: an eviction line names it; lost: its
+    broker was killed while it lived; else it is alive when the capture stops."""
+    run = run_of(capture)
+    first, last = run.window
+    closed = {(run.node_broker[f.node], f.removed_session) for log in run.record.sessions.values()
+              for f in log.closed_by_full if first <= f.ts <= last}
+    closed |= {(run.node_broker[e.node], e.session_id) for log in run.record.sessions.values() for e in log.emptied}
+    evicted = {(run.node_broker[e.node], e.victim_id) for e in run.record.all_evictions if e.ts <= last}
+    deaths = run.node_deaths()
+    expected = {}
+    for key, created in logged_sessions(run).items():
+        node = run.session_node(key[0])
+        if key in closed:
+            expected[key] = "closed"
+        elif key in evicted:
+            expected[key] = "evicted"
+        elif any(n == node and created.ts < t <= last for n, t, _ in deaths):
+            expected[key] = "lost"
+        else:
+            expected[key] = "alive"
+    mine = fetchtool_sessions(capture)
+    got = {key: [s["end"] for s in mine.get(key, [])] for key in expected}
+    wrong = {k: (got[k], expected[k]) for k in expected if got[k] != [expected[k]]}
+    tally = Counter((tuple(g), e) for g, e in wrong.values())
+    assert not wrong, f"session ends (fetchtool, Kafka): {dict(tally)}; e.g. {list(wrong.items())[:3]}"
+
+
+@pytest.mark.parametrize("capture", per_capture("test_no_session_is_reported_alive_after_its_broker_died"))
+def test_no_session_is_reported_alive_after_its_broker_died(capture):
+    run = run_of(capture)
+    deaths = run.node_deaths()
+    if not deaths:
+        pytest.skip(f"no broker died in {run.name}")
+    died = {run.node_broker[n]: t for n, t, _ in deaths}
+    alive = [s for s in analyze_json(capture)["sessions"]
+             if s["end"] == "alive" and s["broker"] in died and (s["created_ts"] or 0) < died[s["broker"]]]
+    assert not alive, f"sessions reported alive though their broker was SIGKILLed: {alive[:3]}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Session errors and their causes
+
+
+def findings(capture: Path, code: str) -> list[dict]:
+    return [f for f in analyze_json(capture)["findings"] if f["code"] == code]
+
+
+@pytest.mark.parametrize("capture", per_capture("test_every_session_error_kafka_answered_is_a_finding"))
+def test_every_session_error_kafka_answered_is_a_finding(capture):
+    run = run_of(capture)
+    for code, name in ((70, "FETCH_SESSION_ID_NOT_FOUND"), (71, "INVALID_FETCH_SESSION_EPOCH"),
+                       (106, "FETCH_SESSION_TOPIC_ID_ERROR")):
+        theirs = Counter((f.broker, f.client, f.session_id) for f in logged_errors(run, code))
+        mine = Counter()
+        for f in findings(capture, name):
+            mine[(f["broker"], f["client"], f["session_id"])] += f.get("count", 1)
+        assert mine == theirs, f"{name}: fetchtool {dict(mine)} vs Kafka's request log {dict(theirs)}"
+
+
+@pytest.mark.parametrize("capture", per_capture("test_error_70_is_blamed_on_eviction_only_where_kafka_evicted"))
+def test_error_70_is_blamed_on_eviction_only_where_kafka_evicted(capture):
+    run = run_of(capture)
+    evictions = {(run.node_broker[e.node], e.victim_id): e for e in run.record.all_evictions}
+    for f in findings(capture, "FETCH_SESSION_ID_NOT_FOUND"):
+        if f["cause"] != "evicted":
+            continue
+        e = evictions.get((f["broker"], f["session_id"]))
+        assert e is not None, f"fetchtool says {f['session_id']} was evicted; Kafka's log has no such eviction"
+        assert e.evictor is not None
+        assert evictor_in_message(f["message"]) == e.evictor.session_id, (
+            f"{f['session_id']}: fetchtool names evictor {evictor_in_message(f['message'])}, Kafka's log "
+            f"{e.evictor.session_id} (shard {e.shard}, {'stale' if e.stale else 'by size'})")
+
+
+@pytest.mark.parametrize("capture", per_capture("test_every_70_after_a_kafka_eviction_is_explained_as_eviction"))
+def test_every_70_after_a_kafka_eviction_is_explained_as_eviction(capture):
+    run = run_of(capture)
+    evicted = {(run.node_broker[e.node], e.victim_id): e for e in run.record.all_evictions}
+    due = {(f.broker, f.session_id) for f in logged_errors(run, 70) if (f.broker, f.session_id) in evicted}
+    if not due:
+        pytest.skip(f"no error 70 after an eviction in {run.name}")
+    causes = defaultdict(set)
+    for f in findings(capture, "FETCH_SESSION_ID_NOT_FOUND"):
+        causes[(f["broker"], f["session_id"])].add(f["cause"])
+    wrong = {k: sorted(causes.get(k, {"(no finding)"})) for k in due if causes.get(k) != {"evicted"}}
+    assert not wrong, f"70s Kafka logged after evicting the session, fetchtool's causes: {wrong}"
+
+
+@pytest.mark.parametrize("capture", per_capture("test_every_70_after_a_broker_restart_is_blamed_on_the_restart"))
+def test_every_70_after_a_broker_restart_is_blamed_on_the_restart(capture):
+    """Kafka's record: the session was created in the node's log before the node was SIGKILLed, and the 70 came
+    from the restarted node (whose cache starts empty)."""
+    run = run_of(capture)
+    deaths = run.node_deaths()
+    if not deaths:
+        pytest.skip(f"no broker died in {run.name}")
+    created = {(run.node_broker[c.node], c.session_id): c for c in run.record.all_created}
+    due = set()
+    for f in logged_errors(run, 70):
+        c = created.get((f.broker, f.session_id))
+        node = run.session_node(f.broker)
+        if c and any(n == node and c.ts < t and (back or 0) <= f.received_ts for n, t, back in deaths):
+            due.add((f.broker, f.session_id))
+    if not due:
+        pytest.skip(f"no 70 after the restart in {run.name}")
+    causes = defaultdict(set)
+    for f in findings(capture, "FETCH_SESSION_ID_NOT_FOUND"):
+        causes[(f["broker"], f["session_id"])].add(f["cause"])
+    wrong = {k: sorted(causes.get(k, {"(no finding)"})) for k in due if causes.get(k) != {"broker_restart"}}
+    assert not wrong, f"70s from the restarted broker, fetchtool's causes: {wrong}"
+
+
+@pytest.mark.parametrize("capture", per_capture("test_sessions_kafka_refused_are_the_refusals_fetchtool_counts"))
+def test_sessions_kafka_refused_are_the_refusals_fetchtool_counts(capture):
+    """A refusal ("No fetch session created") answers a session-creating full fetch with id 0."""
+    run = run_of(capture)
+    first, last = run.window
+    theirs = Counter()
+    for log in run.record.sessions.values():
+        for r in log.refused:
+            if first <= r.ts <= last:
+                theirs[run.node_broker[r.node]] += 1
+    mine = {b["broker"]: b["refused_creations"] for b in analyze_json(capture)["brokers"]}
+    assert {b: n for b, n in mine.items() if n} == dict(theirs)
