@@ -30,6 +30,7 @@ from fetchtool.replay.wire import TopicMapping, fetch_request, fetch_response
 from fetchtool.sessions.partitions import ZERO_UUID, TopicIdPartition
 
 LOOPBACK = "127.0.0.1"
+OFFSET_OUT_OF_RANGE = 1
 EMBEDDED = "embedded"
 
 
@@ -344,6 +345,11 @@ def _notes(run: ReplayRun) -> None:
     if partition_errors:
         run.notes.append("partition errors in the replay's responses: " +
                          ", ".join(f"{code}x{n}" for code, n in sorted(partition_errors.items())))
+        existing = sorted(set(run.plan.topics) - set(target.created)) if target is not None else []
+        if partition_errors.get(OFFSET_OUT_OF_RANGE) and existing:
+            run.notes.append(f"OFFSET_OUT_OF_RANGE: {', '.join(existing)} already existed on {run.target} and may hold "
+                             f"fewer records than the capture's rebased offsets (replay writes records only into "
+                             f"topics it creates)")
 
 
 def percentile(values: list[float], q: float) -> float | None:

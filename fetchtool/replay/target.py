@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from fetchtool.broker.wire import decode_response, encode_request
 from fetchtool.protocol.codec import FetchResponseBody
 from fetchtool.replay.net import ReplayError, connect, read_frame, reason
-from fetchtool.replay.wire import TopicMapping, fetch_request, fetch_response, metadata_request, metadata_topics
+from fetchtool.replay.wire import TopicMapping, fetch_request, fetch_response
 from fetchtool.sessions.metadata import FetchMetadata
 from fetchtool.sessions.partitions import PartitionData, TopicIdPartition
 
@@ -42,6 +42,7 @@ class Target:
 
     fetch_versions: tuple[int, int] | None = None  # (min, max) Fetch versions, None: ApiVersions not answered
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    partitions: dict[str, int] = field(default_factory=dict)  # partitions of each topic on the target
     created: list[str] = field(default_factory=list)
     written: int = 0  # records produced into the created topics
     ready_after_probes: int = 0  # sessionless Fetch probes until every partition had a leader
@@ -69,6 +70,11 @@ def records_to_write(low: dict[tuple[str, int], int], high: dict[tuple[str, int]
             if n:
                 out[key] = n
     return out
+
+
+def short_topics(needed: dict[str, int], present: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """Existing topics with fewer partitions than the capture fetches: name -> (on the target, needed)."""
+    return {name: (present[name], n) for name, n in sorted(needed.items()) if name in present and present[name] < n}
 
 
 def not_ready(body: FetchResponseBody) -> list[tuple[str | None, int, int]]:
@@ -110,9 +116,14 @@ class _Admin:
         body = await self.kio(ApiVersionsRequest(), "ApiVersions")
         return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
 
-    async def topics(self) -> dict[str, uuid.UUID]:
-        self.corr += 1
-        return metadata_topics(await self.call(metadata_request(self.corr, CLIENT_ID), "Metadata"))
+    async def topics(self) -> tuple[dict[str, uuid.UUID], dict[str, int]]:
+        """Metadata v12 of every topic: name -> topic id, name -> partition count."""
+        from kio.schema.metadata.v12.request import MetadataRequest
+
+        body = await self.kio(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                              include_topic_authorized_operations=False), "Metadata")
+        known = [t for t in body.topics if t.name and t.topic_id is not None and not int(t.error_code)]
+        return {t.name: t.topic_id for t in known}, {t.name: len(t.partitions) for t in known}
 
     async def create_topics(self, topics: dict[str, int]) -> None:
         from kio.schema.create_topics.v4.request import CreatableTopic, CreateTopicsRequest
@@ -178,7 +189,7 @@ async def prepare(host: str, port: int, topics: dict[str, int], low: dict, high:
     async with _Admin(host, port, timeout) as admin:
         versions = await admin.api_versions()
         target.fetch_versions = versions.get(FETCH)
-        target.topic_ids = await admin.topics()
+        target.topic_ids, target.partitions = await admin.topics()
         missing = sorted(set(topics) - set(target.topic_ids))
         if missing and not create:
             raise ReplayError(f"{host}:{port} has no topic(s) {', '.join(missing)}; create them or pass "
@@ -186,9 +197,13 @@ async def prepare(host: str, port: int, topics: dict[str, int], low: dict, high:
         if missing:
             await admin.create_topics({n: topics[n] for n in missing})
             target.created = missing
-            target.topic_ids = await admin.topics()
+            target.topic_ids, target.partitions = await admin.topics()
+        for name, (have, need) in short_topics(topics, target.partitions).items():
+            absent = f"partition {have}" if have == need - 1 else f"partitions {have}-{need - 1}"
+            target.notes.append(f"{name} has {have} partition(s) on {host}:{port}, the capture fetches {need}: "
+                                f"{absent} will answer UNKNOWN_TOPIC_OR_PARTITION")
         version = fetch_version(probe_version, target.fetch_versions)
-        partitions = [(t, p) for t, n in topics.items() for p in range(n)]
+        partitions = [(t, p) for t, n in topics.items() for p in range(min(n, target.partitions.get(t, n)))]
         # Wait for leaders (a new topic's partitions answer NOT_LEADER_OR_FOLLOWER for a moment): the replayed
         # clients' first fetches would otherwise get partition errors the capture never had.
         loop = asyncio.get_running_loop()

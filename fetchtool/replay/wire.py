@@ -1,4 +1,5 @@
-"""The replay driver's Kafka messages: Fetch through fetchtool.protocol.codec, Metadata through kio.
+"""The replay driver's Fetch messages, through fetchtool.protocol.codec (the admin requests that prepare a
+target are kio entities, in target.py).
 
 Sans-IO helpers: build request frames (size + header + body) and read response bodies. The driver owns the
 sockets. Offsets are rebased so a replay can run against a broker whose logs start at 0.
@@ -6,19 +7,14 @@ sockets. Offsets are rebased so a replay can run against a broker whose logs sta
 
 from __future__ import annotations
 
-import io
 import uuid
 from dataclasses import dataclass
 
-from kio.serial import entity_writer
-
 from fetchtool.exchange import ForgottenPartition, RequestPartition
 from fetchtool.protocol import codec, messages
-from fetchtool.protocol.headers import FETCH, METADATA, response_body_offset
+from fetchtool.protocol.headers import FETCH, response_body_offset
 from fetchtool.sessions.metadata import FetchMetadata
 from fetchtool.sessions.partitions import PartitionData, TopicIdPartition
-
-METADATA_VERSION = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,20 +59,3 @@ def fetch_response(payload: bytes, version: int, mapping: TopicMapping) -> codec
     """Decode a Fetch response frame payload (after the size prefix)."""
     offset = response_body_offset(payload, FETCH, version)
     return codec.decode_response(FETCH, version, memoryview(payload)[offset:], mapping.names)
-
-
-def metadata_request(correlation_id: int, client_id: str | None) -> bytes:
-    """Metadata v12 for every topic: the target's topic names and ids."""
-    from kio.schema.metadata.v12.request import MetadataRequest
-
-    buf = io.BytesIO()
-    entity_writer(MetadataRequest)(buf, MetadataRequest(topics=None, allow_auto_topic_creation=False,
-                                                        include_topic_authorized_operations=False))
-    return messages.request_frame(METADATA, METADATA_VERSION, correlation_id, client_id, buf.getvalue())
-
-
-def metadata_topics(payload: bytes) -> dict[str, uuid.UUID]:
-    """name -> topic id from a Metadata v12 response payload."""
-    offset = response_body_offset(payload, METADATA, METADATA_VERSION)
-    names = codec.decode_response(METADATA, METADATA_VERSION, memoryview(payload)[offset:]).names
-    return {name: uuid.UUID(tid) for tid, name in names.items()}

@@ -12,7 +12,7 @@ from fetchtool.broker.state import BrokerConfig
 from fetchtool.protocol.codec import FetchResponseBody
 from fetchtool.replay.driver import ReplayOptions, replay
 from fetchtool.replay.plan import build_plan
-from fetchtool.replay.target import fetch_version, not_ready, records_to_write
+from fetchtool.replay.target import fetch_version, not_ready, records_to_write, short_topics
 
 from .scenario import Consumer, req, resp
 
@@ -80,3 +80,22 @@ def test_a_fetch_version_the_target_no_longer_speaks_is_sent_as_its_oldest():
     (r,) = run.streams
     assert r.tally.responses == 5 and dict(r.tally.errors) == {} and dict(r.partition_errors) == {}
     assert any("Fetch v4-v18: captured versions sent as v3->v4" in n for n in run.notes)
+
+
+def test_an_existing_topic_with_too_few_partitions_is_said_and_not_waited_for():
+    assert short_topics({"orders": 6, "audit": 1}, {"orders": 2, "audit": 3}) == {"orders": (2, 6)}
+
+    async def run():
+        broker = Broker(BrokerConfig(port=0, auto_create_partitions=0), topics={"orders": 1})
+        await broker.start()
+        try:
+            return await replay(_consumer_from_offset_1000(12), ReplayOptions(
+                broker=f"127.0.0.1:{broker.port}", create_topics=True, as_fast=True, timeout_s=5))
+        finally:
+            await broker.stop()
+
+    run = asyncio.run(run())
+    assert run.prepared.created == [] and run.prepared.written == 0  # someone else's topic is left as it is
+    assert "orders has 1 partition(s) on 127.0.0.1:" in run.notes[0] and "the capture fetches 2" in run.notes[0]
+    (r,) = run.streams
+    assert r.tally.responses == 5 and dict(r.partition_errors) == {3: 5}  # partition 1 of 5 responses
