@@ -37,7 +37,8 @@ def main(
     speed: float = typer.Option(1.0, "--speed", help="replay this many times faster than captured."),
     as_fast: bool = typer.Option(False, "--as-fast-as-possible", help="no pacing; keep the captured order."),
     sessions: str = typer.Option("as-captured", "--sessions", help="as-captured | on | off"),
-    create_topics: bool = typer.Option(False, "--create-topics", help="create missing topics on --broker."),
+    create_topics: bool = typer.Option(False, "--create-topics", help="create missing topics on --broker, with "
+                                       "records up to the capture's (rebased) offsets."),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan (clients, requests, duration) only."),
     port: list[int] = typer.Option(None, "--port", help="Kafka port(s) in the capture (default: detect)."),
     timeout: float = typer.Option(30.0, "--timeout", help="seconds to wait for each response."),

@@ -9,6 +9,10 @@ Without a target broker the driver starts `fetchtool broker` in-process on a fre
 capture's topics (same names and ids), logs pre-filled so the rebased captured offsets exist, and the cache
 configuration under test. Its clock runs `speed` times faster than real time (as-fast: it follows the captured
 time of the requests), so session eviction times behave as in the capture.
+
+With a target broker (--broker) the driver first prepares it (target.py): the Fetch versions it speaks, the
+capture's topics by name (their ids are the target's), missing topics created and filled with records, and a
+leader for every partition before the first replayed fetch.
 """
 
 from __future__ import annotations
