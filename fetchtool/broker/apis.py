@@ -18,19 +18,26 @@ from kio.schema.errors import ErrorCode
 from fetchtool.broker.logs import InvalidRecords
 from fetchtool.broker.state import BrokerState
 
-# api key -> (min, max) versions served. Fetch (1) is handled in fetch.py but listed here for ApiVersions.
+# api key -> (min, max) versions served: Kafka 4.3.1's ranges (ApiVersions v3 against the real broker) for every
+# api implemented here, except Produce v0-v2, which kio has no layout for (see ADVERTISED). Fetch (1) is handled in
+# fetch.py but listed here for ApiVersions.
 SUPPORTED: dict[int, tuple[int, int]] = {
-    0: (3, 12),  # Produce (v13 switches to topic ids; not needed by the clients here)
-    1: (4, 17),  # Fetch
-    2: (1, 9),  # ListOffsets
-    3: (1, 12),  # Metadata
-    8: (2, 8),  # OffsetCommit
-    9: (1, 7),  # OffsetFetch
-    10: (0, 4),  # FindCoordinator
+    0: (3, 13),  # Produce (v13: topics by id)
+    1: (4, 18),  # Fetch (v18 adds a follower-only HighWatermark to the request)
+    2: (1, 11),  # ListOffsets
+    3: (0, 13),  # Metadata (v0: an empty topic list means every topic)
+    8: (2, 10),  # OffsetCommit (v10: topics by id)
+    9: (1, 10),  # OffsetFetch (v8+: several groups per request; v10: topics by id)
+    10: (0, 6),  # FindCoordinator
     18: (0, 4),  # ApiVersions
     19: (2, 7),  # CreateTopics
-    22: (0, 4),  # InitProducerId
+    22: (0, 5),  # InitProducerId
 }
+
+# What ApiVersions advertises. Kafka 4.x still advertises Produce v0-v2 (for old clients' version negotiation)
+# but closes the connection of a client that sends one, as it does for every unsupported version: so does this
+# broker, because v0-v2 are outside SUPPORTED.
+ADVERTISED: dict[int, tuple[int, int]] = SUPPORTED | {0: (0, 13)}
 
 NONE = 0
 CORRUPT_MESSAGE = 2
@@ -40,6 +47,7 @@ UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 UNKNOWN_TOPIC_ID = 100
+API_VERSIONS = 18
 
 _ZERO_TD = datetime.timedelta(0)
 
@@ -81,9 +89,12 @@ def api_versions(state: BrokerState, request: typing.Any) -> typing.Any:
 
 
 def api_versions_response(module: typing.Any, error_code: int) -> typing.Any:
+    """Every advertised range; an UNSUPPORTED_VERSION answer lists ApiVersions' own range only, as Kafka's
+    ApiVersionsRequest.getErrorResponse does (seen on Kafka 4.3.1)."""
+    ranges = ADVERTISED if error_code == NONE else {API_VERSIONS: SUPPORTED[API_VERSIONS]}
     keys = tuple(
         make(module.ApiVersion, api_key=key, min_version=low, max_version=high)
-        for key, (low, high) in sorted(SUPPORTED.items())
+        for key, (low, high) in sorted(ranges.items())
     )
     return make(module.ApiVersionsResponse, error_code=error_code, api_keys=keys, throttle_time=_ZERO_TD)
 
@@ -91,7 +102,7 @@ def api_versions_response(module: typing.Any, error_code: int) -> typing.Any:
 def metadata(state: BrokerState, request: typing.Any) -> typing.Any:
     m = response_module(request)
     auto_create = getattr(request, "allow_auto_topic_creation", True)
-    if request.topics is None:
+    if request.topics is None or (not request.topics and type(request).__version__ == 0):  # v0: [] is all
         wanted = [(t.name, t.topic_id) for t in state.topics]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
@@ -120,7 +131,7 @@ def metadata(state: BrokerState, request: typing.Any) -> typing.Any:
         )
     broker = make(m.MetadataResponseBroker, node_id=state.node_id, host=state.host, port=state.port, rack=None)
     return make(m.MetadataResponse, throttle_time=_ZERO_TD, brokers=(broker,), cluster_id=state.cluster_id,
-                controller_id=state.node_id, topics=tuple(topics))
+                controller_id=state.node_id, topics=tuple(topics), error_code=NONE)
 
 
 def produce(state: BrokerState, request: typing.Any) -> typing.Any:
@@ -129,14 +140,15 @@ def produce(state: BrokerState, request: typing.Any) -> typing.Any:
     acks = int(request.acks)
     topics = []
     for t in request.topic_data:
+        name, missing = _topic_name(state, t)
         partitions = []
         for p in t.partition_data:
-            log = state.topics.partition(t.name, p.index)
+            log = state.topics.partition(name, p.index)
             base, code = -1, NONE
             if acks not in (0, 1, -1):
                 code = INVALID_REQUIRED_ACKS
             elif log is None:
-                code = UNKNOWN_TOPIC_OR_PARTITION
+                code = missing
             else:
                 try:
                     base = log.append(bytes(p.records or b""))
@@ -148,7 +160,8 @@ def produce(state: BrokerState, request: typing.Any) -> typing.Any:
                 make(m.PartitionProduceResponse, index=p.index, error_code=code, base_offset=base,
                      log_start_offset=log.log_start_offset if log else -1, record_errors=(), error_message=None)
             )
-        topics.append(make(m.TopicProduceResponse, name=t.name, partition_responses=tuple(partitions)))
+        topics.append(make(m.TopicProduceResponse, name=name, topic_id=getattr(t, "topic_id", None),
+                           partition_responses=tuple(partitions)))
     if acks == 0:
         return None
     return make(m.ProduceResponse, responses=tuple(topics), throttle_time=_ZERO_TD)
@@ -220,32 +233,65 @@ def offset_commit(state: BrokerState, request: typing.Any) -> typing.Any:
     m = response_module(request)
     topics = []
     for t in request.topics:
+        name, missing = _topic_name(state, t)
         parts = []
         for p in t.partitions:
-            state.committed[(request.group_id, t.name, p.partition_index)] = (
-                int(p.committed_offset), p.committed_metadata)
-            parts.append(make(m.OffsetCommitResponsePartition, partition_index=p.partition_index, error_code=NONE))
-        topics.append(make(m.OffsetCommitResponseTopic, name=t.name, partitions=tuple(parts)))
+            code = NONE
+            if name is None:
+                code = missing
+            else:
+                state.committed[(request.group_id, name, p.partition_index)] = (
+                    int(p.committed_offset), p.committed_metadata)
+            parts.append(make(m.OffsetCommitResponsePartition, partition_index=p.partition_index, error_code=code))
+        topics.append(make(m.OffsetCommitResponseTopic, name=name, topic_id=getattr(t, "topic_id", None),
+                           partitions=tuple(parts)))
     return make(m.OffsetCommitResponse, throttle_time=_ZERO_TD, topics=tuple(topics))
 
 
 def offset_fetch(state: BrokerState, request: typing.Any) -> typing.Any:
     m = response_module(request)
-    group = request.group_id
-    if request.topics is None:
+    if hasattr(request, "groups"):  # v8+: one answer per group
+        groups = tuple(
+            make(m.OffsetFetchResponseGroup, group_id=g.group_id, error_code=NONE,
+                 topics=_committed_offsets(state, m, g.group_id, g.topics, m.OffsetFetchResponseTopics,
+                                           m.OffsetFetchResponsePartitions))
+            for g in request.groups
+        )
+        return make(m.OffsetFetchResponse, throttle_time=_ZERO_TD, groups=groups)
+    topics = _committed_offsets(state, m, request.group_id, request.topics, m.OffsetFetchResponseTopic,
+                                m.OffsetFetchResponsePartition)
+    return make(m.OffsetFetchResponse, throttle_time=_ZERO_TD, topics=topics, error_code=NONE)
+
+
+def _committed_offsets(state: BrokerState, m, group: str, requested, topic_cls: type, partition_cls: type) -> tuple:
+    """The committed offsets of ``requested`` topics (None: every topic the group committed), v10 by topic id."""
+    if requested is None:
         names = sorted({name for (g, name, _) in state.committed if g == group})
-        wanted = [(n, sorted(p for (g, nn, p) in state.committed if g == group and nn == n)) for n in names]
+        wanted = [(n, None, sorted(p for (g, nn, p) in state.committed if g == group and nn == n)) for n in names]
     else:
-        wanted = [(t.name, list(t.partition_indexes)) for t in request.topics]
+        wanted = [(_topic_name(state, t)[0], getattr(t, "topic_id", None), list(t.partition_indexes))
+                  for t in requested]
     topics = []
-    for name, indexes in wanted:
+    for name, topic_id, indexes in wanted:
         parts = []
         for index in indexes:
             offset, meta = state.committed.get((group, name, index), (-1, ""))
-            parts.append(make(m.OffsetFetchResponsePartition, partition_index=index, committed_offset=offset,
+            parts.append(make(partition_cls, partition_index=index, committed_offset=offset,
                               committed_leader_epoch=-1, metadata=meta or "", error_code=NONE))
-        topics.append(make(m.OffsetFetchResponseTopic, name=name, partitions=tuple(parts)))
-    return make(m.OffsetFetchResponse, throttle_time=_ZERO_TD, topics=tuple(topics), error_code=NONE)
+        if topic_id is None:
+            topic = state.topics.get(name)
+            topic_id = topic.topic_id if topic else uuid.UUID(int=0)
+        topics.append(make(topic_cls, name=name, topic_id=topic_id, partitions=tuple(parts)))
+    return tuple(topics)
+
+
+def _topic_name(state: BrokerState, topic: typing.Any) -> tuple[str | None, int]:
+    """A request topic's name (resolved from its id in the by-id versions) and the error for a partition that is
+    not there: UNKNOWN_TOPIC_ID for an unknown id, else UNKNOWN_TOPIC_OR_PARTITION (as Kafka 4.3.1 answers)."""
+    if hasattr(topic, "topic_id") and not hasattr(topic, "name"):
+        found = state.topics.by_id(topic.topic_id)
+        return (found.name, UNKNOWN_TOPIC_OR_PARTITION) if found else (None, UNKNOWN_TOPIC_ID)
+    return topic.name, UNKNOWN_TOPIC_OR_PARTITION
 
 
 HANDLERS: dict[int, typing.Callable[[BrokerState, typing.Any], typing.Any]] = {

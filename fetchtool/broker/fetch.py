@@ -14,6 +14,7 @@ Sans-IO: time comes in as now_ms; the server owns the waiting.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime
 import random
 import typing
@@ -33,8 +34,12 @@ from fetchtool.sessions import (
 )
 from fetchtool.sessions.errors import error_name
 
+NOT_LEADER_OR_FOLLOWER = 6
 UNKNOWN_TOPIC_OR_PARTITION = 3
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
 UNKNOWN_TOPIC_ID = 100
+LEADER_EPOCH = 0  # every partition's leader epoch: one broker, never re-elected (Metadata says the same)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,7 @@ class PendingFetch:
     min_bytes: int
     deadline_ms: int
     received_ms: int
+    replica_id: int = -1  # >= 0: a follower fetch
 
 
 class FetchService:
@@ -103,12 +109,12 @@ class FetchService:
             outcome = context.update_and_generate_response(now_ms, {})
             return self._respond(request, client, context, outcome, {}), None
 
-        readable, erroneous = self._classify(context.partitions(), version)
+        readable, erroneous = self._classify(context.partitions(), version, _is_follower(body, version))
         max_bytes = min(int(getattr(body, "max_bytes", 0x7FFFFFFF)), self.state.config.fetch_max_bytes)
         min_bytes = min(int(body.min_bytes), max_bytes)
         max_wait = int(body.max_wait.total_seconds() * 1000)
         pending = PendingFetch(request, client, context, readable, erroneous, max_bytes, min_bytes,
-                               now_ms + max_wait, now_ms)
+                               now_ms + max_wait, now_ms, _replica_id(body, version))
         reads, total, any_error = self._read(pending)
         # ReplicaManager.fetchMessages answers at once in these cases; otherwise DelayedFetch.
         if max_wait <= 0 or not readable or total >= min_bytes or any_error:
@@ -132,16 +138,19 @@ class FetchService:
         return self._complete(pending, now_ms, reads)
 
     # -- internals ------------------------------------------------------------------------------------------
-    def _classify(self, partitions, version):
-        readable, erroneous = [], []
+    def _classify(self, partitions, version, follower: bool):
+        """KafkaApis.handleFetchRequest's split into readable and erroneous partitions, in its order: a follower's
+        in one pass; a consumer's unknown topic ids first, then (after the READ check on the rest) unknown
+        topics and partitions."""
+        readable, unknown_ids, unknown = [], [], []
         for tip, data in partitions:
             if version >= 13 and tip.topic is None:
-                erroneous.append((tip, _error_result(UNKNOWN_TOPIC_ID)))
+                unknown_ids.append((tip, _error_result(UNKNOWN_TOPIC_ID)))
             elif self.state.topics.partition(tip.topic, tip.partition) is None:
-                erroneous.append((tip, _error_result(UNKNOWN_TOPIC_OR_PARTITION)))
+                (unknown_ids if follower else unknown).append((tip, _error_result(UNKNOWN_TOPIC_OR_PARTITION)))
             else:
                 readable.append((tip, data))
-        return readable, erroneous
+        return readable, unknown_ids + unknown
 
     def _read(self, pending: PendingFetch):
         """ReplicaManager.readFromLog: KIP-74 limits in context order."""
@@ -152,8 +161,9 @@ class FetchService:
         total, any_error = 0, False
         for tip, data in pending.readable:
             log = self.state.topics.partition(tip.topic, tip.partition)
-            if log is None:
-                reads[tip] = (_error_result(UNKNOWN_TOPIC_OR_PARTITION), b"")
+            code = UNKNOWN_TOPIC_OR_PARTITION if log is None else _read_refused(data, pending.replica_id)
+            if code:
+                reads[tip] = (_error_result(code), b"")
                 any_error = True
                 continue
             rr = log.read(data.fetch_offset, min(data.max_bytes, limit), min_one_message, hard_limit)
@@ -185,6 +195,7 @@ class FetchService:
         body = request.body
         m = response_module(body)
         read_committed = int(getattr(body, "isolation_level", 0)) == 1
+        leader = getattr(m, "LeaderIdAndEpoch", None) if request.api_version >= 16 else None
         topics: list[tuple[TopicIdPartition, list]] = []
         records_bytes = 0
         for tip, result in outcome.partitions:
@@ -193,8 +204,12 @@ class FetchService:
             part = make(m.PartitionData, partition_index=tip.partition, error_code=result.error_code,
                         high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
                         log_start_offset=result.log_start_offset,
-                        aborted_transactions=() if read_committed else None,
+                        aborted_transactions=_aborted_transactions(tip in records, result, read_committed),
                         preferred_read_replica=result.preferred_read_replica, records=data)
+            if leader is not None and result.error_code in (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH):
+                # KafkaApis (v16+): the partition's current leader rides along with these two errors.
+                part = dataclasses.replace(part, current_leader=leader(leader_id=self.state.node_id,
+                                                                       leader_epoch=LEADER_EPOCH))
             # FetchResponse.toMessage: consecutive partitions of the same topic share one topic entry.
             if topics and topics[-1][0].topic == tip.topic and topics[-1][0].topic_id == tip.topic_id:
                 topics[-1][1].append(part)
@@ -236,8 +251,6 @@ def _describe_event(event) -> str:
 
 
 def _event_fields(event) -> dict:
-    import dataclasses
-
     if dataclasses.is_dataclass(event):
         return {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
     return dict(vars(event))
@@ -248,10 +261,40 @@ def _error_result(code: int) -> PartitionResult:
     return PartitionResult(error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1)
 
 
-def _is_follower(body, version: int) -> bool:
+def _read_refused(data: PartitionData, replica_id: int) -> int:
+    """Partition.localLogWithEpochOrThrow and followerReplicaOrThrow: the error a read fails with, or 0.
+
+    A consumer naming a leader epoch other than the current one is fenced (older) or told to wait (newer). A
+    follower fetch is refused on every partition: this broker is the only replica of everything, and its own id is
+    no follower either (getReplica knows only remote replicas); with a leader epoch Kafka says UNKNOWN_LEADER_EPOCH
+    (the replica may be being added), without one NOT_LEADER_OR_FOLLOWER, with HW -1 (seen on Kafka 4.3.1)."""
+    epoch = data.current_leader_epoch
+    if epoch >= 0 and epoch != LEADER_EPOCH:
+        return FENCED_LEADER_EPOCH if epoch < LEADER_EPOCH else UNKNOWN_LEADER_EPOCH
+    if replica_id >= 0:
+        return UNKNOWN_LEADER_EPOCH if epoch >= 0 else NOT_LEADER_OR_FOLLOWER
+    return 0
+
+
+def _aborted_transactions(was_read: bool, result: PartitionResult, read_committed: bool):
+    """Kafka's AbortedTransactions: a partition refused before the read (unknown topic, id or partition) gets
+    FetchResponse.partitionResponse's empty array; a failed read null; a good read an array only when read
+    committed (seen on Kafka 4.3.1)."""
+    if not was_read:
+        return ()
+    if result.error_code:
+        return None
+    return () if read_committed else None
+
+
+def _replica_id(body, version: int) -> int:
     if version >= 15:
-        return int(body.replica_state.replica_id) >= 0
-    return int(getattr(body, "replica_id", -1)) >= 0
+        return int(body.replica_state.replica_id)
+    return int(getattr(body, "replica_id", -1))
+
+
+def _is_follower(body, version: int) -> bool:
+    return _replica_id(body, version) >= 0
 
 
 def _fetch_data(body, version: int, topic_names) -> dict[TopicIdPartition, PartitionData]:

@@ -77,15 +77,14 @@ class BrokerCore:
         return Reply(wire.encode_response(pending.request.correlation_id, response))
 
     def _unsupported(self, exc: wire.UnsupportedVersion, client: str) -> Action:
+        """Kafka closes the connection of a request in a version it does not serve, except ApiVersions (KIP-511),
+        which it answers in v0 with UNSUPPORTED_VERSION and its own range, so the client can retry lower."""
         self.count("unsupported_version")
-        key, version = int(exc.header.request_api_key), int(exc.header.request_api_version)
-        corr = int(exc.header.correlation_id)
-        self.state.log.info("client %s: %s -> UNSUPPORTED_VERSION", client, exc)
+        key = int(exc.header.request_api_key)
         if key == API_VERSIONS:
-            # KIP-511: answer an ApiVersions newer than ours with a v0 response listing what we support.
             from kio.schema.api_versions.v0 import response as v0
 
+            self.state.log.info("client %s: %s -> UNSUPPORTED_VERSION", client, exc)
+            corr = int(exc.header.correlation_id)
             return Reply(wire.encode_response(corr, apis.api_versions_response(v0, apis.UNSUPPORTED_VERSION)))
-        if wire.has_response_schema(key, version):
-            return Reply(wire.encode_response(corr, wire.error_response(key, version, apis.UNSUPPORTED_VERSION)))
         return Close(str(exc))

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
-from kio.index import KioIndexError, load_request_schema, load_response_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
@@ -123,23 +123,6 @@ def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, 
     header, offset = entity_reader(schema.__header_schema__)(frame, 0)
     body, _ = kio_guard.reader(schema)(frame, offset)  # a damaged answer raises instead of aborting the replay
     return int(header.correlation_id), body
-
-
-def has_response_schema(api_key: int, version: int) -> bool:
-    try:
-        load_response_schema(api_key, version)
-    except (KioIndexError, ImportError, AttributeError):
-        return False
-    return True
-
-
-def error_response(api_key: int, version: int, error_code: int) -> typing.Any:
-    """A response of the given schema with every error code set to `error_code` and everything else empty.
-
-    Kafka answers a request it cannot serve with the schema's error response; kio has no such helper, so
-    we fill the generated dataclass: error codes -> error_code, numbers 0, strings "", arrays empty.
-    """
-    return zero_entity(load_response_schema(api_key, version), error_code)
 
 
 def zero_entity(entity_type: type, error_code: int = 0) -> typing.Any:

@@ -305,8 +305,10 @@ class FetchSessionCache:
     """Kafka's FetchSessionCache: ``shards`` shards of ``max_slots // shards`` entries each.
 
     Sessions are placed round-robin by a counter that advances on every full-context response generation, and
-    eviction only considers entries of the chosen shard. ``shards=1`` is the pre-3.8 single cache (ids in
-    [1, INT_MAX)). ``rng`` supplies session ids (default: random.Random(0), deterministic).
+    eviction only considers entries of the chosen shard. Kafka 3.8+ always has 8 (KafkaBroker's
+    NumFetchSessionCacheShards, not a config), so ``shards=1`` is the pre-3.8 single cache: ids in [1, INT_MAX),
+    and every session id, whatever its value, is looked up in it (no shard index, so no out-of-range error).
+    ``rng`` supplies session ids (default: random.Random(0), deterministic).
     """
 
     def __init__(self, max_slots: int = DEFAULT_MAX_SLOTS, shards: int = DEFAULT_SHARDS,
@@ -330,6 +332,8 @@ class FetchSessionCache:
     # -- shards
     def get_cache_shard(self, session_id: int) -> FetchSessionCacheShard:
         """The shard owning ``session_id`` (Java int division); SessionIdOutOfRange outside the shard list."""
+        if len(self.shards) == 1:      # the pre-3.8 cache: one map, INT_MAX and negative ids simply miss
+            return self.shards[0]
         q = abs(session_id) // self.session_id_range
         index = q if session_id >= 0 else -q
         if not 0 <= index < len(self.shards):

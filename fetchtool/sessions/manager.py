@@ -90,9 +90,10 @@ class SessionErrorContext(FetchContext):
 class OutOfRangeSessionContext(FetchContext):
     """A SessionId outside the shard list (>= shards*range, or <= -range).
 
-    INFERRED, not observed: Kafka's getCacheShard throws IndexOutOfBoundsException inside newContext, and
-    KafkaApis answers with FetchRequest.getErrorResponse: UNKNOWN_SERVER_ERROR at top level, the request's
-    SessionId echoed, and for v<13 every requested partition with the same error (HW/LSO/log start -1).
+    Kafka's getCacheShard throws IndexOutOfBoundsException inside newContext, and KafkaApis answers with
+    FetchRequest.getErrorResponse: UNKNOWN_SERVER_ERROR at top level, the request's SessionId echoed, and for v<13
+    every requested partition with the same error (HW/LSO/log start -1). Seen so on Kafka 4.3.1
+    (tests/kafka/test_differential_engine.py). The pre-3.8 single cache has no such error (cache.py).
     """
 
     kind = "error"
@@ -301,7 +302,9 @@ class FetchManager:
             index = session_id // cache.session_id_range
             shards = cache.shards
             if index >= len(shards):
-                return OutOfRangeSessionContext(version, metadata, fetch_data)
+                if len(shards) > 1:
+                    return OutOfRangeSessionContext(version, metadata, fetch_data)
+                index = 0      # the pre-3.8 single cache has no shard index: INT_MAX just misses
             shard = shards[index]
         else:
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import importlib
 
 import pytest
@@ -24,7 +25,7 @@ def test_an_empty_request_of_every_advertised_version_is_answered(core, api_key,
     assert type(response).__name__.endswith("Response"), response
 
 
-@pytest.mark.parametrize("version", range(4, 18))
+@pytest.mark.parametrize("version", range(4, 19))
 def test_fetch_reads_records_at_every_version_and_sessions_start_at_v7(core, version):
     broker = core(topics={"t": 2})
     produce(broker, "t", 1, [b"x", b"y"])
@@ -40,26 +41,26 @@ def test_fetch_reads_records_at_every_version_and_sessions_start_at_v7(core, ver
 
 
 @pytest.mark.parametrize("version", range(3, 13))
-def test_produce_appends_at_every_version(core, version):
+def test_produce_appends_at_every_version_by_name(core, version):
     broker = core(topics={"t": 1})
     response = call(broker, produce_request("t", 0, make_batch([b"a"]), version=version))
     assert response.responses[0].partition_responses[0].error_code == 0
     assert broker.state.topics.partition("t", 0).log_end_offset == 1
 
 
-@pytest.mark.parametrize("version", range(1, 13))
+@pytest.mark.parametrize("version", range(1, 14))
 def test_metadata_lists_topics_at_every_version(core, version):
     broker = core(topics={"t": 2})
     response = call(broker, metadata_request(version, ["t"]))
     assert [(t.name, len(t.partitions)) for t in response.topics] == [("t", 2)]
 
 
-@pytest.mark.parametrize("version", range(1, 10))
+@pytest.mark.parametrize("version", range(1, 12))
 def test_list_offsets_at_every_version(core, version):
     broker = core(topics={"t": 1})
     produce(broker, "t", 0, [b"a", b"b", b"c"])
     m = importlib.import_module(f"kio.schema.list_offsets.v{version}.request")
     part = _make(m.ListOffsetsPartition, partition_index=0, timestamp=-1)
-    req = _make(m.ListOffsetsRequest, replica_id=-1, isolation_level=0,
+    req = _make(m.ListOffsetsRequest, replica_id=-1, isolation_level=0, timeout=datetime.timedelta(seconds=1),
                 topics=(_make(m.ListOffsetsTopic, name="t", partitions=(part,)),))
     assert call(broker, req).topics[0].partitions[0].offset == 3

@@ -63,6 +63,17 @@ def test_single_shard_is_the_pre_3_8_cache():
     assert cache.get_cache_shard(MAX_INT - 1) is cache.shards[0]
 
 
+@pytest.mark.parametrize("session_id", [MAX_INT, -MAX_INT, -(2**31)])
+def test_the_pre_3_8_single_cache_has_no_out_of_range_session_ids(session_id):
+    # Before 3.8 a session id was looked up in one map: INT_MAX or a large negative id simply misses (70), and a
+    # full request naming it is an ordinary full request; only the sharded cache indexes a shard list with it.
+    manager = FetchManager(FetchSessionCache(max_slots=3, shards=1, rng=random.Random(2)))
+    assert manager.new_context(0, 17, FetchMetadata(session_id, 4), False, {}, [], {}).error_code == \
+        FETCH_SESSION_ID_NOT_FOUND
+    created = answer(full_request(manager, 0, metadata=FetchMetadata(session_id, 0)))
+    assert created.error_code == NONE and created.session_id != INVALID_SESSION_ID
+
+
 def test_round_robin_counter_advances_on_every_full_response_even_without_a_session():
     cache = FetchSessionCache(max_slots=8, shards=8, rng=random.Random(4))   # one slot per shard
     manager = FetchManager(cache)
