@@ -372,9 +372,9 @@ def java_evictions(r: Recording) -> None:
         r.at(1 + 1.5 * i)
         r.console_consumer(f"java-small-{i}", "small", partition=i, props=SMALL_PROPS)
     for j, n in enumerate((2, 3, 4, 5)):
-        r.at(150 + 12 * j)
+        r.at(160 + 12 * j)
         r.console_consumer(f"java-wide{n}", f"wide{n}", group=f"wide{n}-group", props=SMALL_PROPS)
-    r.at(215)
+    r.at(225)
 
 
 def java_stale_eviction(r: Recording) -> None:
@@ -524,7 +524,7 @@ def readme(out: Path) -> None:
              "",
              "Counts are from the broker logs: *created* (`Created fetch session`, non-privileged / privileged), "
              "*refused* (`No fetch session created`), *evicted stale* (`Evicting stale FetchSession`), *evicted by "
-             "size* (`Evicting EvictableKey(...) with ...`), *70* / *71* (`Session error ... no such session ID` / "
+             "size* (`Evicting EvictableKey[...] with EvictableKey[...]`), *70* / *71* (`Session error ... no such session ID` / "
              "`expected epoch`), and the top-level error codes of the FETCH responses in the request log.",
              ""]
     for r in records:
