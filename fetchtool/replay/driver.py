@@ -28,8 +28,8 @@ from fetchtool.replay.clients import AS_CAPTURED, ClientModel, effective_behavio
 from fetchtool.replay.plan import REQUEST, SESSION, ClientStream, ReplayPlan
 from fetchtool.replay.simulate import CapturedSessionIds, SimConfig
 from fetchtool.replay.net import ReplayError, connect, read_frame, reason
-from fetchtool.replay.tally import Tally
-from fetchtool.replay.target import Target, fetch_version, prepare, records_to_write
+from fetchtool.replay.tally import FETCH_SESSION_ID_NOT_FOUND, Tally, captured_counts
+from fetchtool.replay.target import Target, close_sessions, fetch_version, prepare, records_to_write
 from fetchtool.replay.wire import TopicMapping, fetch_request, fetch_response
 from fetchtool.sessions.partitions import ZERO_UUID, TopicIdPartition
 
@@ -58,6 +58,7 @@ class StreamResult:
     timeouts: int = 0
     session_ids: dict[int, int] = field(default_factory=dict)  # captured session id -> live session id
     partition_errors: Counter = field(default_factory=Counter)  # partition-level error code -> count
+    open_session: tuple[int, int] | None = None  # (Fetch version, session id) still open after the last fetch
     problem: str | None = None  # why the stream stopped early
 
 
@@ -77,6 +78,7 @@ class ReplayRun:
     interrupted: bool = False
     broker_metrics: dict | None = None
     prepared: Target | None = None  # --broker: what preparing the target found and did
+    closed_sessions: int = 0  # --broker: sessions still open at the end, closed with (id, -1)
 
     def totals(self) -> Tally:
         """The sum of every stream's tally so far."""
@@ -287,6 +289,9 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                          for p in body.partitions]
                 model.response(fetch.version, err, live_id, body.throttle_time_ms or 0, parts)
                 progress()
+            following = model.handler.next_metadata
+            if stream.fetches and following.session_id and following.epoch > 0:
+                result.open_session = (fetch.version, following.session_id)
         except ReplayError as exc:
             result.problem = str(exc)
         except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
@@ -303,8 +308,14 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
     try:
         await asyncio.gather(*(drive(r) for r in run.streams))
         run.finished = True
-    finally:
         run.elapsed_s = time.monotonic() - run.started
+        if broker is None:
+            # The capture ended with these sessions open. A real broker keeps an idle session at least 120 s, so
+            # left open they would hold its cache's slots and refuse the sessions of the next replay.
+            run.closed_sessions = await close_sessions(
+                host, port, [r.open_session for r in run.streams if r.open_session], options.timeout_s)
+    finally:
+        run.elapsed_s = run.elapsed_s or time.monotonic() - run.started
         if broker is not None:
             run.broker_metrics = broker.session_metrics()
             await broker.stop()
@@ -343,6 +354,10 @@ def _notes(run: ReplayRun) -> None:
                 run.notes.append(f"{run.target} speaks Fetch v{target.fetch_versions[0]}-v{target.fetch_versions[1]}:"
                                  f" captured versions sent as {', '.join(moved)}")
         run.notes.extend(target.notes)
+        if run.closed_sessions:
+            run.notes.append(f"closed {run.closed_sessions} session(s) still open at the capture's end with "
+                             f"(id, -1), so they hold no slot of {run.target}'s cache")
+        _eviction_note(run)
     partition_errors = Counter()
     for r in run.streams:
         partition_errors.update(r.partition_errors)
@@ -354,6 +369,22 @@ def _notes(run: ReplayRun) -> None:
             run.notes.append(f"OFFSET_OUT_OF_RANGE: {', '.join(existing)} already existed on {run.target} and may hold "
                              f"fewer records than the capture's rebased offsets (replay writes records only into "
                              f"topics it creates)")
+
+
+def _eviction_note(run: ReplayRun) -> None:
+    """A real broker's session cache runs on its own clock: Kafka evicts only a session unused, or created, more
+    than 120 s earlier (KafkaBroker.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, not configurable), so a replay
+    that compresses time cannot reproduce the capture's evictions there (the embedded broker follows the
+    captured clock instead)."""
+    if not (run.options.as_fast or run.options.speed > 1):
+        return
+    captured = captured_counts(run.plan).totals.evictions
+    replayed = sum(r.tally.errors.get(FETCH_SESSION_ID_NOT_FOUND, 0) for r in run.streams)
+    if captured > replayed:
+        pace = "as fast as possible" if run.options.as_fast else f"at speed {run.options.speed:g}"
+        run.notes.append(f"the capture lost {captured} session(s) to eviction; {run.target} evicts by its own clock "
+                         f"(Kafka: sessions unused or created over 120 s before), which a replay {pace} compresses: "
+                         f"--speed 1 keeps the capture's timing")
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -225,3 +225,20 @@ async def prepare(host: str, port: int, topics: dict[str, int], low: dict, high:
         elif counts:
             target.notes.append(f"{host}:{port} does not list Produce: the created topics stay empty")
     return target
+
+
+async def close_sessions(host: str, port: int, sessions: list[tuple[int, int]], timeout: float) -> int:
+    """Closes each (Fetch version, session id) with a full sessionless Fetch (id, -1), as a Java consumer's close()
+    does; Kafka closes any session a full request names, whichever connection it comes on. The sessions closed."""
+    if not sessions:
+        return 0
+    closed = 0
+    mapping = TopicMapping({}, {}, {})
+    async with _Admin(host, port, timeout) as admin:
+        for version, session_id in sessions:
+            admin.corr += 1
+            frame = fetch_request(version, admin.corr, CLIENT_ID, FetchMetadata(session_id, -1), {}, [], mapping,
+                                  0, 1, 1, 0)
+            body = fetch_response(await admin.call(frame, "Fetch"), version, mapping)
+            closed += not body.error_code
+    return closed

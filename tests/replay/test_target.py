@@ -51,13 +51,16 @@ def _consumer_from_offset_1000(version: int):
     return build_plan(c.exchanges)
 
 
-def _replay_against_a_fresh_broker(plan):
+def _replay_against_a_fresh_broker(plan, sessions_left: list | None = None):
     async def run():
         broker = Broker(BrokerConfig(port=0, auto_create_partitions=0))
         await broker.start()
         try:
-            return await replay(plan, ReplayOptions(broker=f"127.0.0.1:{broker.port}", create_topics=True,
-                                                    as_fast=True, timeout_s=5)), broker.core.state
+            done = await replay(plan, ReplayOptions(broker=f"127.0.0.1:{broker.port}", create_topics=True,
+                                                    as_fast=True, timeout_s=5))
+            if sessions_left is not None:
+                sessions_left.extend(broker.sessions())
+            return done, broker.core.state
         finally:
             await broker.stop()
 
@@ -65,7 +68,8 @@ def _replay_against_a_fresh_broker(plan):
 
 
 def test_a_fresh_broker_gets_the_topic_and_the_records_so_the_session_client_replays_without_errors():
-    run, state = _replay_against_a_fresh_broker(_consumer_from_offset_1000(12))
+    left: list = []
+    run, state = _replay_against_a_fresh_broker(_consumer_from_offset_1000(12), left)
     assert run.prepared.created == ["orders"] and run.prepared.written == 2 * 400
     # offset 1000 became 0 on the target, the captured high watermark 1400 became its log end
     assert [state.topics.partition("orders", p).log_end_offset for p in range(2)] == [400, 400]
@@ -73,6 +77,8 @@ def test_a_fresh_broker_gets_the_topic_and_the_records_so_the_session_client_rep
     assert (r.tally.responses, r.tally.sessions_created, r.tally.incremental) == (5, 1, 4)
     assert dict(r.tally.errors) == {} and dict(r.partition_errors) == {}
     assert any("created orders" in n and "800 record(s)" in n for n in run.notes)
+    # the capture ended with the session open: replay closed it, so it holds no slot of the target's cache
+    assert run.closed_sessions == 1 and left == []
 
 
 def test_a_fetch_version_the_target_no_longer_speaks_is_sent_as_its_oldest():
