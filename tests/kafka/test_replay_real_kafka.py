@@ -7,11 +7,15 @@ fetch. Kafka's sessions.log then shows the replayed clients' sessions created an
 The second story is a competing client that names a replayed client's session in a full Fetch request: Kafka
 closes any session a full request names, so the replayed client's next incremental fetch finds no session
 (FETCH_SESSION_ID_NOT_FOUND, 70). The capture had no such error; the replay's divergence section has to say so,
-in the numbers Kafka logged. The cache is 8 slots (1 per shard), as small as Kafka allows sessions in at all.
+in the numbers Kafka logged. Kafka only evicts a session that has been idle, or alive, for 120 s, so within a
+short test a closed session, not an evicted one, is what makes a 70.
+
+The cache is 8 slots, 1 per shard: any session a replay left open would refuse a later one in its shard.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -98,6 +102,9 @@ def test_java_consumers_replay_on_kafka_with_their_sessions_and_incremental_fetc
     assert totals["incremental_share"] > 0
     assert round(sum(len(v) for v in incremental.values()) / totals["requests"], 4) == totals["incremental_share"]
     assert totals["errors"] == {} and totals["partition_errors"] == {} and report["divergence"] == []
+    # and leaves none of its sessions in Kafka's cache (1 slot per shard here: one left would refuse the next)
+    closed = {f.removed_session for f in kafka_said.closed_by_full} | {e.session_id for e in kafka_said.emptied}
+    assert set(created) <= closed
 
 
 def _close_session(port: int, session_id: int) -> None:
@@ -159,3 +166,25 @@ def test_a_competitor_closing_the_replayed_sessions_shows_as_70s_in_the_divergen
     # after each 70 the client started over with a new session, which Kafka created and the client used
     assert report["totals"]["sessions_created"] == len(kafka_said.created) > captured_counts(
         load_plan([CAPTURE])[0]).totals.sessions_created
+
+
+def test_sessions_the_capture_left_open_are_closed_on_kafka_when_the_replay_ends(kafka):
+    # The same consumers, cut before their close(): the capture ends with three sessions open, as any capture
+    # taken while the consumers run does. Left open on Kafka they would hold 3 of the 8 shards for 120 s or more.
+    from fetchtool.decoder import decode_capture
+    from fetchtool.replay.driver import ReplayOptions, replay
+    from fetchtool.replay.plan import build_plan
+
+    running = [e for e in decode_capture([str(CAPTURE)])
+               if not (getattr(e, "session_epoch", None) == -1 and getattr(e, "session_id", 0))]
+    plan = build_plan(running)
+    node = kafka.nodes[0]
+    mark = LogMark(node)
+    run = asyncio.run(replay(plan, ReplayOptions(broker=node.bootstrap, create_topics=True, as_fast=True)))
+
+    kafka_said = mark.sessions()
+    created = set(kafka_said.created_by_id())
+    assert len(created) == run.closed_sessions == len(plan.streams)
+    assert {f.removed_session for f in kafka_said.closed_by_full} == created
+    assert kafka_said.errors == []
+    assert any(f"closed {len(created)} session(s) still open" in n for n in run.notes)
