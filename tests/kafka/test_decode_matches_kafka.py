@@ -378,7 +378,10 @@ def captured_ports(run: br.RecordedRun) -> list[int]:
 @pytest.mark.parametrize("capture", committed_params())
 def test_committed_capture_every_logged_fetch_is_decoded_with_the_same_fields(capture):
     run = br.load_run(capture)
-    assert run.record.fetches, f"{capture.name}: the request log holds no Fetch"
+    if not run.record.fetches:  # e.g. a share group: ShareFetch (api 78) only
+        assert not [r for r in decode_jsonl(capture, captured_ports(run)) if r["api_key"] == 1], (
+            "fetchtool decoded Fetch exchanges where Kafka's request log has none")
+        return
     result = assert_decode_matches_request_log(capture, run.record.fetches, captured_ports(run))
     assert result["compared"] > 0
 

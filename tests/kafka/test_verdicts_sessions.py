@@ -32,7 +32,35 @@ ROOT = Path(__file__).resolve().parents[2]
 KAFKA_CAPTURES = ROOT / "captures" / "kafka"
 
 # (test name, capture name) -> what fetchtool says vs what Kafka's log says.
-KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {}
+EVICTION_TIMED_BY_REQUEST = (
+    "fetchtool gives the four 70s of java-evictions cause 'unknown' (with --cache-slots 8 --cache-shards 8: 'no "
+    "restart, close or full cache is visible'); Kafka's log evicts each victim by size ('Evicting "
+    "EvictableKey[.., size=1, id=VICTIM] with EvictableKey[.., size=N, id=0]') for the next session created in the "
+    "same shard. fetchtool dates a session's creation by its creating request's timestamp, but Kafka creates it "
+    "when the full fetch's response is built, after the long poll (creationMs = response time): e.g. evictor "
+    "53698313's request frame 9098 at 783.844 (response 9158 at 784.848, creationMs 784.844) precedes the victim "
+    "155062128's last successful request (frame 9141 at 784.654, answered at 785.655), so the 'newer session "
+    "created between the victim's last success and its error' window misses it")
+KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
+    ("test_sessions_end_the_way_kafka_ended_them", "java-broker-restart"): (
+        "fetchtool ends the 3 sessions created before the SIGKILL as 'closed' by the client's (id, 0) request sent "
+        "after the restart (~20 s later); Kafka lost them with the killed broker: the restarted node's log shows "
+        "'Created a new full FetchContext' for those requests with no 'Removed fetch session' (its cache was empty)"),
+    ("test_no_session_is_reported_alive_after_its_broker_died", "java-broker-restart"): (
+        "fetchtool keeps the 3 pre-SIGKILL sessions alive until the clients' (id, 0) requests after the restart "
+        "(end_ts ~965.1-965.5) although the broker was SIGKILLed at 945.56 and accepted again at 964.81 with an "
+        "empty cache; no finding mentions the restart"),
+    ("test_sessions_end_the_way_kafka_ended_them", "java-evictions"): (
+        "fetchtool ends the 4 victims as 'lost' (FETCH_SESSION_ID_NOT_FOUND); Kafka's log evicted each by size "
+        "('Evicting EvictableKey[...]') before the 70. " + EVICTION_TIMED_BY_REQUEST),
+    ("test_sessions_end_the_way_kafka_ended_them", "java-stale-eviction"): (
+        "fetchtool ends java-small-3's session 896563865 as 'closed' by the client's (id, 0) request after SIGCONT "
+        "(05:39:52.9); Kafka's log evicted it as stale 17 s earlier ('[Shard 3] Evicting stale FetchSession "
+        "896563865.' at 05:39:35,193) for java-newcomer's session; no finding reports the eviction"),
+    ("test_every_70_after_a_kafka_eviction_is_explained_as_eviction", "java-evictions"): EVICTION_TIMED_BY_REQUEST,
+    ("test_every_70_after_a_kafka_eviction_is_explained_as_eviction_given_the_cache_size", "java-evictions"):
+        EVICTION_TIMED_BY_REQUEST,
+}
 
 
 def captures() -> list[Path]:
@@ -65,9 +93,13 @@ def run_of(capture: Path) -> br.RecordedRun:
 
 
 @lru_cache(maxsize=None)
-def analyze_json(capture: Path) -> dict:
-    out = subprocess.run([sys.executable, "-m", "fetchtool", "analyze", str(capture), "--format", "json"],
-                         capture_output=True, text=True, timeout=600, check=True).stdout
+def analyze_json(capture: Path, cache_slots: int | None = None, cache_shards: int | None = None) -> dict:
+    """`fetchtool analyze --format json`, by default inferring the cache (as run on a capture alone), or told the
+    broker's max.incremental.fetch.session.cache.slots and shard count (as from record.json)."""
+    cmd = [sys.executable, "-m", "fetchtool", "analyze", str(capture), "--format", "json"]
+    if cache_slots is not None:
+        cmd += ["--cache-slots", str(cache_slots), "--cache-shards", str(cache_shards)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True).stdout
     return json.loads(out)
 
 
@@ -168,11 +200,15 @@ def test_each_session_starts_with_the_partitions_kafka_cached(capture):
 def test_every_incremental_epoch_adds_and_forgets_what_kafka_logged(capture):
     run = run_of(capture)
     first, last = run.window
-    # Kafka: (broker, id, epoch the request carried) -> (added, removed)
+    # Kafka: (broker, id, epoch the request carried) -> (added, removed), for the incremental contexts whose
+    # request Kafka completed (a request-log line with error 0; a broker killed mid-request logged the context only)
+    completed = {(f.broker, f.session_id, f.session_epoch) for f in run.record.fetches
+                 if f.error_code == 0 and first <= f.received_ts and f.ts <= last}
     theirs = {}
     for c in run.record.all_incremental:
-        if first <= c.ts <= last:
-            theirs[(run.node_broker[c.node], c.session_id, c.request_epoch)] = (c.added, c.removed)
+        key = (run.node_broker[c.node], c.session_id, c.request_epoch)
+        if first <= c.ts <= last and key in completed:
+            theirs[key] = (c.added, c.removed)
     mine = {}
     for (broker, sid), steps in analysis_steps(capture).items():
         for st in steps:
@@ -243,18 +279,32 @@ def test_no_session_is_reported_alive_after_its_broker_died(capture):
     deaths = run.node_deaths()
     if not deaths:
         pytest.skip(f"no broker died in {run.name}")
-    died = {run.node_broker[n]: t for n, t, _ in deaths}
-    alive = [s for s in analyze_json(capture)["sessions"]
-             if s["end"] == "alive" and s["broker"] in died and (s["created_ts"] or 0) < died[s["broker"]]]
-    assert not alive, f"sessions reported alive though their broker was SIGKILLed: {alive[:3]}"
+    outlived = []
+    for node, killed, back in deaths:
+        broker = run.node_broker[node]
+        # Kafka's record: sessions this node created before it was SIGKILLed died with it (a restarted node starts
+        # with an empty cache). By the time the node accepted connections again, none of them was alive.
+        doomed = {c.session_id for c in run.record.sessions[node].created if c.ts < killed}
+        until = back if back is not None else run.window[1]
+        for s in analyze_json(capture)["sessions"]:
+            if s["broker"] == broker and s["session_id"] in doomed:
+                if s["end"] == "alive" or s["end_ts"] is None or s["end_ts"] > until:
+                    outlived.append((s["session_id"], s["client_id"], s["end"], s["end_reason"], s["end_ts"],
+                                     f"node killed {killed}, accepting again {back}"))
+    assert not outlived, f"sessions fetchtool keeps alive after their broker died: {outlived}"
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Session errors and their causes
 
 
-def findings(capture: Path, code: str) -> list[dict]:
-    return [f for f in analyze_json(capture)["findings"] if f["code"] == code]
+def findings(capture: Path, code: str, told_cache: bool = False) -> list[dict]:
+    if told_cache:
+        run = run_of(capture)
+        report = analyze_json(capture, run.cache_slots, run.cache_shards)
+    else:
+        report = analyze_json(capture)
+    return [f for f in report["findings"] if f["code"] == code]
 
 
 @pytest.mark.parametrize("capture", per_capture("test_every_session_error_kafka_answered_is_a_finding"))
@@ -269,11 +319,10 @@ def test_every_session_error_kafka_answered_is_a_finding(capture):
         assert mine == theirs, f"{name}: fetchtool {dict(mine)} vs Kafka's request log {dict(theirs)}"
 
 
-@pytest.mark.parametrize("capture", per_capture("test_error_70_is_blamed_on_eviction_only_where_kafka_evicted"))
-def test_error_70_is_blamed_on_eviction_only_where_kafka_evicted(capture):
+def check_evicted_causes(capture: Path, told_cache: bool) -> None:
     run = run_of(capture)
     evictions = {(run.node_broker[e.node], e.victim_id): e for e in run.record.all_evictions}
-    for f in findings(capture, "FETCH_SESSION_ID_NOT_FOUND"):
+    for f in findings(capture, "FETCH_SESSION_ID_NOT_FOUND", told_cache):
         if f["cause"] != "evicted":
             continue
         e = evictions.get((f["broker"], f["session_id"]))
@@ -284,18 +333,39 @@ def test_error_70_is_blamed_on_eviction_only_where_kafka_evicted(capture):
             f"{e.evictor.session_id} (shard {e.shard}, {'stale' if e.stale else 'by size'})")
 
 
-@pytest.mark.parametrize("capture", per_capture("test_every_70_after_a_kafka_eviction_is_explained_as_eviction"))
-def test_every_70_after_a_kafka_eviction_is_explained_as_eviction(capture):
+def check_70s_after_evictions(capture: Path, told_cache: bool) -> None:
     run = run_of(capture)
     evicted = {(run.node_broker[e.node], e.victim_id): e for e in run.record.all_evictions}
     due = {(f.broker, f.session_id) for f in logged_errors(run, 70) if (f.broker, f.session_id) in evicted}
     if not due:
         pytest.skip(f"no error 70 after an eviction in {run.name}")
     causes = defaultdict(set)
-    for f in findings(capture, "FETCH_SESSION_ID_NOT_FOUND"):
+    for f in findings(capture, "FETCH_SESSION_ID_NOT_FOUND", told_cache):
         causes[(f["broker"], f["session_id"])].add(f["cause"])
     wrong = {k: sorted(causes.get(k, {"(no finding)"})) for k in due if causes.get(k) != {"evicted"}}
     assert not wrong, f"70s Kafka logged after evicting the session, fetchtool's causes: {wrong}"
+
+
+@pytest.mark.parametrize("capture", per_capture("test_error_70_is_blamed_on_eviction_only_where_kafka_evicted"))
+def test_error_70_is_blamed_on_eviction_only_where_kafka_evicted(capture):
+    check_evicted_causes(capture, told_cache=False)
+
+
+@pytest.mark.parametrize("capture", per_capture(
+    "test_error_70_is_blamed_on_eviction_only_where_kafka_evicted_given_the_cache_size"))
+def test_error_70_is_blamed_on_eviction_only_where_kafka_evicted_given_the_cache_size(capture):
+    check_evicted_causes(capture, told_cache=True)
+
+
+@pytest.mark.parametrize("capture", per_capture("test_every_70_after_a_kafka_eviction_is_explained_as_eviction"))
+def test_every_70_after_a_kafka_eviction_is_explained_as_eviction(capture):
+    check_70s_after_evictions(capture, told_cache=False)
+
+
+@pytest.mark.parametrize("capture", per_capture(
+    "test_every_70_after_a_kafka_eviction_is_explained_as_eviction_given_the_cache_size"))
+def test_every_70_after_a_kafka_eviction_is_explained_as_eviction_given_the_cache_size(capture):
+    check_70s_after_evictions(capture, told_cache=True)
 
 
 @pytest.mark.parametrize("capture", per_capture("test_every_70_after_a_broker_restart_is_blamed_on_the_restart"))
