@@ -73,6 +73,7 @@ class PendingFetch:
     deadline_ms: int
     received_ms: int
     replica_id: int = -1  # >= 0: a follower fetch
+    incomplete: set = dataclasses.field(default_factory=set)  # partitions whose first batch did not fit
 
 
 class FetchService:
@@ -159,6 +160,7 @@ class FetchService:
         limit = pending.max_bytes
         reads: dict[TopicIdPartition, tuple[PartitionResult, bytes]] = {}
         total, any_error = 0, False
+        pending.incomplete.clear()   # a delayed fetch reads again when it completes
         for tip, data in pending.readable:
             log = self.state.topics.partition(tip.topic, tip.partition)
             code = UNKNOWN_TOPIC_OR_PARTITION if log is None else _read_refused(data, pending.replica_id)
@@ -171,6 +173,8 @@ class FetchService:
                 reads[tip] = (_error_result(rr.error_code), b"")
                 any_error = True
                 continue
+            if rr.first_entry_incomplete:
+                pending.incomplete.add(tip)
             size = len(rr.records)
             if size > 0:
                 min_one_message = False
@@ -189,9 +193,10 @@ class FetchService:
             results[tip] = result
         outcome = pending.context.update_and_generate_response(now_ms, results)
         records = {tip: data for tip, (_, data) in reads.items()}
-        return self._respond(pending.request, pending.client, pending.context, outcome, records)
+        return self._respond(pending.request, pending.client, pending.context, outcome, records, pending.incomplete)
 
-    def _respond(self, request: Request, client: str, context, outcome, records) -> typing.Any:
+    def _respond(self, request: Request, client: str, context, outcome, records, incomplete=frozenset()
+                 ) -> typing.Any:
         body = request.body
         m = response_module(body)
         read_committed = int(getattr(body, "isolation_level", 0)) == 1
@@ -204,7 +209,8 @@ class FetchService:
             part = make(m.PartitionData, partition_index=tip.partition, error_code=result.error_code,
                         high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
                         log_start_offset=result.log_start_offset,
-                        aborted_transactions=_aborted_transactions(tip in records, result, read_committed),
+                        aborted_transactions=_aborted_transactions(tip in records, result,
+                                                                   read_committed and tip not in incomplete),
                         preferred_read_replica=result.preferred_read_replica, records=data)
             if leader is not None and result.error_code in (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH):
                 # KafkaApis (v16+): the partition's current leader rides along with these two errors.
@@ -276,15 +282,16 @@ def _read_refused(data: PartitionData, replica_id: int) -> int:
     return 0
 
 
-def _aborted_transactions(was_read: bool, result: PartitionResult, read_committed: bool):
+def _aborted_transactions(was_read: bool, result: PartitionResult, listed: bool):
     """Kafka's AbortedTransactions: a partition refused before the read (unknown topic, id or partition) gets
     FetchResponse.partitionResponse's empty array; a failed read null; a good read an array only when read
-    committed (seen on Kafka 4.3.1)."""
+    committed and its first batch fitted (``listed``; readFromLog replaces a cut first batch by an empty read that
+    has no list). Seen so on Kafka 4.3.1."""
     if not was_read:
         return ()
     if result.error_code:
         return None
-    return () if read_committed else None
+    return () if listed else None
 
 
 def _replica_id(body, version: int) -> int:

@@ -36,6 +36,7 @@ class ReadResult:
     high_watermark: int
     log_start_offset: int
     error_code: int = 0  # 1 OFFSET_OUT_OF_RANGE
+    first_entry_incomplete: bool = False  # records dropped: the first batch is larger than the bytes left
 
 
 def split_batches(records: bytes) -> list[tuple[int, int, int]]:
@@ -112,7 +113,9 @@ class PartitionLog:
         adjusted = max(max_bytes, first_size) if min_one_message else max_bytes
         fetch_size = min(len(self.data) - pos, adjusted)
         if adjusted < first_size and not hard_max_bytes_limit:
-            return ReadResult(b"", self.high_watermark, self.log_start_offset)
+            # Kafka's LogSegment returns no records for a 0-byte limit, else the cut batch that readFromLog then
+            # drops (firstEntryIncomplete); only the latter loses the read's aborted-transaction list.
+            return ReadResult(b"", self.high_watermark, self.log_start_offset, first_entry_incomplete=adjusted > 0)
         return ReadResult(bytes(self.data[pos : pos + max(fetch_size, 0)]), self.high_watermark, self.log_start_offset)
 
     def _position(self, offset: int) -> int | None:

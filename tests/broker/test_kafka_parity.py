@@ -139,3 +139,20 @@ def test_offset_commit_v10_and_offset_fetch_v8_to_v10_serve_groups_and_topic_ids
         response = call(broker, f.OffsetFetchRequest(groups=(group,), require_stable=False))
         (answer,) = response.groups
         assert answer.group_id == "g" and answer.topics[0].partitions[0].committed_offset == 42, version
+
+
+def test_read_committed_partition_whose_first_batch_does_not_fit_has_null_aborted_transactions(core):
+    # readFromLog replaces a cut first batch by an empty read without the aborted-transaction list; a 0-byte
+    # limit (nothing read at all) keeps the list.
+    broker = core(topics={"t": 3})
+    for p in range(3):
+        produce(broker, "t", p, [b"x" * 50])
+    batch = len(make_batch([b"x" * 50]))
+    request = fetch_request(12, [("t", 0, 0, batch), ("t", 1, 0, 40), ("t", 2, 0, 40)], max_bytes=batch)
+    response = call(broker, dataclasses.replace(request, isolation_level=1))
+    got = [(p.partition_index, len(p.records or b""), p.aborted_transactions) for p in response.responses[0].partitions]
+    assert got == [(0, batch, ()), (1, 0, ()), (2, 0, ())]  # the response limit is used up: 0 bytes left
+    request = fetch_request(12, [("t", 0, 0, batch), ("t", 1, 0, 40)])
+    response = call(broker, dataclasses.replace(request, isolation_level=1))
+    got = [(p.partition_index, len(p.records or b""), p.aborted_transactions) for p in response.responses[0].partitions]
+    assert got == [(0, batch, ()), (1, 0, None)]            # 40 bytes left, the batch is larger: cut, then dropped

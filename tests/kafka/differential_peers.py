@@ -51,6 +51,8 @@ class Fetch:
     read_committed: bool = False
     literal_id: int | None = None
     leader_epoch: int = -1                              # every partition's CurrentLeaderEpoch (-1: none)
+    partition_max_bytes: int = 1 << 20
+    max_bytes: int = 0x7FFFFFFF
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,8 @@ def fetch_request(step: Fetch, session_id: int, epoch: int, topic_ids: dict[str,
     grouped: dict[str, list] = {}
     for topic, partition, offset in step.partitions:
         grouped.setdefault(topic, []).append(
-            _make(m.FetchPartition, partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20,
+            _make(m.FetchPartition, partition=partition, fetch_offset=offset,
+                  partition_max_bytes=step.partition_max_bytes,
                   current_leader_epoch=step.leader_epoch))
     forgotten: dict[str, list[int]] = {}
     for topic, partition in step.forgotten:
@@ -156,7 +159,7 @@ def fetch_request(step: Fetch, session_id: int, epoch: int, topic_ids: dict[str,
     replica = {"replica_id": step.replica_id}
     if step.version >= 15:
         replica = {"replica_state": m.ReplicaState(replica_id=step.replica_id, replica_epoch=-1)}
-    return _make(m.FetchRequest, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=0x7FFFFFFF,
+    return _make(m.FetchRequest, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=step.max_bytes,
                  isolation_level=int(step.read_committed), session_id=session_id, session_epoch=epoch,
                  topics=tuple(_make(m.FetchTopic, partitions=tuple(ps), **key(t)) for t, ps in grouped.items()),
                  forgotten_topics_data=tuple(_make(m.ForgottenTopic, partitions=tuple(ps), **key(t))
@@ -182,7 +185,8 @@ def summarize(response, session_id: int, names: dict[uuid.UUID, str]) -> tuple:
                           p.log_start_offset, len(p.records or b""),
                           "aborted=null" if p.aborted_transactions is None else f"aborted={len(p.aborted_transactions)}",
                           None if leader is None else (leader.leader_id, leader.leader_epoch)))
-    return int(response.error_code), session, tuple(parts)
+    endpoints = tuple(sorted(e.node_id for e in getattr(response, "node_endpoints", ()) or ()))
+    return int(response.error_code), session, tuple(parts), response.throttle_time, endpoints
 
 
 def produce(client: RawClient, step: Produce) -> tuple:
@@ -207,7 +211,7 @@ def wait_until_served(side: Side, timeout_s: float = 30) -> None:
     every = tuple((t, p, 0) for t, n in TOPICS.items() for p in range(n))
     deadline = time.monotonic() + timeout_s
     while True:
-        _, _, parts = side.run(Fetch(0, 12, -1, partitions=every))
+        parts = side.run(Fetch(0, 12, -1, partitions=every))[2]
         if all(p[2] == 0 for p in parts):
             return
         if time.monotonic() > deadline:

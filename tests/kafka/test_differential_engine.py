@@ -37,6 +37,8 @@ PARTITIONS = [(t, p) for t, n in TOPICS.items() for p in range(n)] + [("a", 3), 
 OFFSETS = st.sampled_from([0, 0, 1, 2, 50])          # 50: beyond the log end, OFFSET_OUT_OF_RANGE
 VERSIONS = st.sampled_from([7, 11, 12, 12, 13, 13, 15, 17, 18])
 CLIENT = st.integers(0, CLIENTS - 1)
+PARTITION_MAX = st.sampled_from([1 << 20, 1 << 20, 40, 100])   # KIP-74: below one batch, about one
+MAX_BYTES = st.sampled_from([0x7FFFFFFF, 0x7FFFFFFF, 120])
 SESSION = st.integers(0, 3)                            # the k-th live session of each side, in grant order
 LEADER_EPOCHS = st.sampled_from([-1, -1, -1, 0, 1])   # every topic's leader epoch is 0 on both brokers
 
@@ -50,14 +52,15 @@ def full(epoch: int, named: bool):
     return st.builds(Fetch, client=CLIENT, version=VERSIONS, epoch=st.just(epoch),
                      session_of=SESSION if named else st.none(), partitions=partitions(),
                      replica_id=st.sampled_from([-1, -1, -1, 2]), read_committed=st.booleans(),
-                     leader_epoch=LEADER_EPOCHS)
+                     leader_epoch=LEADER_EPOCHS, partition_max_bytes=PARTITION_MAX, max_bytes=MAX_BYTES)
 
 
 incremental = st.builds(
     Fetch, client=CLIENT, version=VERSIONS, epoch=st.sampled_from([NEXT, NEXT, NEXT, STALE, FUTURE]),
     session_of=SESSION, partitions=partitions(),
     forgotten=st.lists(st.sampled_from(PARTITIONS), max_size=3, unique=True).map(tuple),
-    read_committed=st.booleans(), leader_epoch=LEADER_EPOCHS)
+    read_committed=st.booleans(), leader_epoch=LEADER_EPOCHS, partition_max_bytes=PARTITION_MAX,
+    max_bytes=MAX_BYTES)
 
 stranger = st.builds(
     Fetch, client=CLIENT, version=VERSIONS, epoch=st.sampled_from([0, -1, 1, 7]), partitions=partitions(),
@@ -134,7 +137,7 @@ def _tally(step, summary) -> None:
     """What the examples covered (pytest --hypothesis-show-statistics)."""
     if isinstance(step, Produce):
         return
-    error, session, parts = summary
+    error, session, parts = summary[:3]
     kind = {0: "full", -1: "close/sessionless"}.get(step.epoch, f"incremental ({step.epoch})")
     event(f"{kind}: error {error}, session {session.split(' in ')[0]}")
     for code in sorted({p[2] for p in parts}):
