@@ -55,16 +55,42 @@ PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
 FETCH_KEYS = {1, 78, 79}  # Fetch, ShareFetch, ShareAcknowledge
 
 
+_SHARE_LOG4J2 = """
+# added by examples/make_kafka_captures.py: share sessions (KIP-932) into sessions.log
+logger.sharepm.name = kafka.server.share.SharePartitionManager
+logger.sharepm.level = DEBUG
+logger.sharepm.additivity = false
+logger.sharepm.appenderRef.sessions.ref = sessions
+logger.sharectx.name = org.apache.kafka.server.share.context.ShareSessionContext
+logger.sharectx.level = DEBUG
+logger.sharectx.additivity = false
+logger.sharectx.appenderRef.sessions.ref = sessions
+"""
+
+
+class ShareLoggingCluster(KafkaCluster):
+    """A KafkaCluster whose nodes' sessions.log also has the share-session lines (SharePartitionManager DEBUG)."""
+
+    def start_node(self, node: KafkaNode, wait: bool = True, timeout_s: float = 60) -> None:
+        cfg = node.workdir / "log4j2.properties"
+        if "logger.sharepm" not in cfg.read_text():
+            with open(cfg, "a") as f:
+                f.write(_SHARE_LOG4J2)
+        super().start_node(node, wait=wait, timeout_s=timeout_s)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # One recording: a cluster, tcpdump, clients, a timeline
 
 
 class Recording:
     def __init__(self, name: str, out: Path, what: str, nodes: int = 1, cache_slots: int = 1000,
-                 extra: dict[str, str] | None = None, capture_controllers: bool = False) -> None:
+                 extra: dict[str, str] | None = None, capture_controllers: bool = False,
+                 share_logging: bool = False) -> None:
         self.name, self.out, self.what = name, out, what
         self.root = Path(tempfile.mkdtemp(prefix=f"fetchtool-kafka-{name}-"))
-        self.cluster = KafkaCluster(nodes_count=nodes, cache_slots=cache_slots, extra=dict(extra or {}),
+        cls = ShareLoggingCluster if share_logging else KafkaCluster
+        self.cluster = cls(nodes_count=nodes, cache_slots=cache_slots, extra=dict(extra or {}),
                                     root=self.root)
         self.capture_controllers = capture_controllers
         self.procs: dict[str, subprocess.Popen] = {}
@@ -238,13 +264,13 @@ class Recording:
         for c in self.clients:
             out = self.root / "clients" / f"{c['label']}.out"
             err = self.root / "clients" / f"{c['label']}.err"
+            tail = err.read_text(errors="replace").strip().splitlines() if err.exists() else []
             if c["kind"] == "java" and c["tool_args"][0] in (CONSOLE_CONSUMER, SHARE_CONSUMER) or c["kind"] == "node":
-                c["records_read"] = sum(1 for _ in open(out, "rb")) if out.exists() else None
+                c["records_read"] = records_read(tail)
             if c["tool_args" if c["kind"] == "java" else "argv"][0] == PRODUCER_PERF and out.exists():
                 lines = out.read_text(errors="replace").strip().splitlines()
                 c["producer_summary"] = lines[-1] if lines else ""
-            tail = err.read_text(errors="replace").strip().splitlines()[-5:] if err.exists() else []
-            c["stderr_tail"] = tail
+            c["stderr_tail"] = tail[-5:]
         record = {
             "name": self.name, "file": pcap.name, "what": self.what, "bytes": pcap.stat().st_size,
             "versions": versions(),
@@ -270,6 +296,14 @@ class Recording:
         return record
 
 
+def records_read(stderr_lines: list[str]) -> int | None:
+    """The consumer's own count: ConsoleConsumer's "Processed a total of N messages", or the node script's line."""
+    for line in reversed(stderr_lines):
+        if m := re.search(r"Processed a total of (\d+) messages|: (\d+) records$", line):
+            return int(m[1] or m[2])
+    return None
+
+
 def _api_key(line: str) -> int | None:
     m = re.search(r'"requestApiKey":(\d+)', line)
     return int(m[1]) if m else None
@@ -287,6 +321,9 @@ SESSION_PATTERNS = {
     "error_epoch": re.compile(r"Session error for \d+: expected epoch"),
     "closed_by_client": re.compile(r"Removed fetch session \d+\. Will not try|closing session id"),
     "full_contexts": re.compile(r"Created a new full FetchContext"),
+    "share_sessions_created": re.compile(r"Created a new ShareSessionContext with key"),
+    "share_sessions_removed": re.compile(r"Removed share session with key"),
+    "share_session_errors": re.compile(r"Share session error for"),
     "incremental_contexts": re.compile(r"Created a new incremental FetchContext"),
 }
 
@@ -486,7 +523,7 @@ SCENARIOS = {
                           "a 5 rec/s producer and a ConsoleConsumer; follower fetches (replica id >= 0, privileged "
                           "sessions) and KRaft voter fetches of __cluster_metadata on the controller ports; one node "
                           "that is not the quorum leader is SIGKILLed at ~20 s and restarted at ~30 s"),
-    "share-group": (share_group, dict(),
+    "share-group": (share_group, dict(share_logging=True),
                     "two ConsoleShareConsumers in one share group (KIP-932, ShareFetch api 78 and ShareAcknowledge 79) "
                     "on a 3-partition topic, a 5 rec/s producer"),
 }
@@ -525,7 +562,10 @@ def readme(out: Path) -> None:
              "Counts are from the broker logs: *created* (`Created fetch session`, non-privileged / privileged), "
              "*refused* (`No fetch session created`), *evicted stale* (`Evicting stale FetchSession`), *evicted by "
              "size* (`Evicting EvictableKey[...] with EvictableKey[...]`), *70* / *71* (`Session error ... no such session ID` / "
-             "`expected epoch`), and the top-level error codes of the FETCH responses in the request log.",
+             "`expected epoch`), and the top-level error codes of the FETCH responses in the request log. The broker "
+             "logs cover the cluster's whole life (topic creation before the capture started, the shutdown after it "
+             "stopped); `capture_start_time` / `capture_stop_time` in the record bound the pcap. Times in the logs are "
+             "UTC (the machine's zone).",
              ""]
     for r in records:
         s, q = r["sessions"], r["requests"]
@@ -553,7 +593,11 @@ def readme(out: Path) -> None:
                   f"refused {s['refused']}, evicted stale {s['evicted_stale']}, evicted by size "
                   f"{s['evicted_by_size']}, session errors 70: {s['error_not_found']}, 71: {s['error_epoch']}; "
                   f"closed by their client {s['closed_by_client']}; full contexts {s['full_contexts']}, incremental "
-                  f"{s['incremental_contexts']}. Request log: "
+                  f"{s['incremental_contexts']}"
+                  + (f"; share sessions created {s.get('share_sessions_created', 0)}, removed "
+                     f"{s.get('share_sessions_removed', 0)}, errors {s.get('share_session_errors', 0)}"
+                     if s.get("share_sessions_created") else "")
+                  + ". Request log: "
                   f"{sum(q['by_api_key'].values())} lines by api key {q['by_api_key']}, top-level errors "
                   f"{q['top_level_error_codes'] or 'none'}.",
                   f"- **A support engineer should see**: {SEE.get(r['name'], '')}",
@@ -565,22 +609,34 @@ def readme(out: Path) -> None:
     (out / "README.md").write_text("\n".join(lines))
 
 
-SEE = {
-    "java-rebalance": "one incremental session per consumer (created once, epochs rising), the rebalances show as "
-                      "incremental fetches that add and remove partitions, no session errors.",
-    "java-evictions": "cache pressure: sessions evicted by size by newcomers with more partitions, the victims' "
-                      "FETCH_SESSION_ID_NOT_FOUND (70), then repeated full fetches whose session creation is refused "
-                      "(response session id 0): the small consumers lose incremental fetch.",
-    "java-stale-eviction": "a newcomer refused a session until one session is idle for 120 s, the stale eviction, "
-                           "and the frozen client's return (70 or a new full fetch) after SIGCONT.",
-    "java-broker-restart": "all connections cut at the SIGKILL, reconnects after the restart with full fetches "
-                           "(old session id, epoch 0) and new sessions; the restarted broker's cache is empty.",
-    "platformatic-churn": "a client that never uses its sessions: a new session per fetch (session id 0, epoch 0 "
-                          "every time), the cache filling with orphans and refusing, and the healthy Java "
-                          "consumer's session put at risk.",
-    "cluster-followers": "follower fetches (replica id >= 0) in privileged sessions, KRaft voter fetches on the "
-                         "controller ports (no sessions), and the reconnect after the follower's restart.",
-    "share-group": "ShareFetch/ShareAcknowledge (KIP-932) traffic: share sessions, not KIP-227 fetch sessions.",
+SEE = {  # what the recorded runs showed (check a remake against its own README line)
+    "java-rebalance": "one incremental session per consumer, created once with epochs rising by one; the two "
+                      "rebalances show as incremental fetches that remove and add partitions (added/removed in the "
+                      "broker log); each consumer closes its session with (id, -1) when it stops; no session errors.",
+    "java-evictions": "cache pressure: from ~160 s each newcomer of 2..5 partitions evicts a 1-partition session "
+                      "older than 120 s ('Evicting EvictableKey[privileged=false, size=1, ...] with "
+                      "EvictableKey[privileged=false, size=N, id=0]'); each victim's next incremental fetch gets "
+                      "FETCH_SESSION_ID_NOT_FOUND (70), then it sends (0, 0) full fetches whose sessions are refused "
+                      "(response session id 0, 'No fetch session created') for the rest of the capture.",
+    "java-stale-eviction": "the newcomer's (0, 0) full fetches are refused for ~110 s (equal size evicts nothing), "
+                           "then ~122 s after the frozen consumer's last fetch its session is evicted as stale and the "
+                           "newcomer gets it; after SIGCONT the frozen consumer reconnects (new connection) and sends "
+                           "(its old id, epoch 0): no 70, its new session is refused (cache full) and it stays "
+                           "sessionless until a slot frees at shutdown.",
+    "java-broker-restart": "every connection cut at the SIGKILL; after the restart each consumer reconnects and sends "
+                           "(its old session id, epoch 0), which the empty cache answers with a new session; no 70/71.",
+    "platformatic-churn": "@platformatic/kafka 2.2.3 sends (0, 0) on every fetch: a new session per fetch that it "
+                          "never uses; 16 slots fill within seconds and every later attempt is refused; ~121 s after "
+                          "its creation the healthy Java consumer's 1-partition session is evicted by size by a "
+                          "3-partition platformatic session, the Java consumer gets 70, is refused, and gets a slot back "
+                          "only when the first orphans go stale (15 stale evictions follow).",
+    "cluster-followers": "follower fetches (replica ids 1..3, broker-N-fetcher-0) in privileged sessions on the "
+                         "PLAINTEXT ports, KRaft voter fetches (raft-client-N, __cluster_metadata) on the leader's "
+                         "CONTROLLER port without sessions (sessionless in the capture), and new sessions when the "
+                         "killed node comes back (its fetchers' and the followers' sessions towards it).",
+    "share-group": "ShareFetch (78) / ShareAcknowledge (79) only (KIP-932 share sessions, not KIP-227 fetch sessions: "
+                   "fetchtool counts them as other APIs, 0 Fetch exchanges); the broker log here has the share-session "
+                   "lines (SharePartitionManager DEBUG) instead.",
 }
 
 
