@@ -43,6 +43,8 @@ class Target:
     fetch_versions: tuple[int, int] | None = None  # (min, max) Fetch versions, None: ApiVersions not answered
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     partitions: dict[str, int] = field(default_factory=dict)  # partitions of each topic on the target
+    node_id: int | None = None  # the target's node id in its cluster's Metadata (None: not found)
+    led_elsewhere: list[tuple[str, int]] = field(default_factory=list)  # (topic, partition) led by another node
     created: list[str] = field(default_factory=list)
     written: int = 0  # records produced into the created topics
     ready_after_probes: int = 0  # sessionless Fetch probes until every partition had a leader
@@ -75,6 +77,29 @@ def records_to_write(low: dict[tuple[str, int], int], high: dict[tuple[str, int]
 def short_topics(needed: dict[str, int], present: dict[str, int]) -> dict[str, tuple[int, int]]:
     """Existing topics with fewer partitions than the capture fetches: name -> (on the target, needed)."""
     return {name: (present[name], n) for name, n in sorted(needed.items()) if name in present and present[name] < n}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What Metadata says: the cluster's brokers, each topic's id and each partition's leader."""
+
+    brokers: dict[int, tuple[str, int]]  # node id -> (host, port)
+    topic_ids: dict[str, uuid.UUID]
+    leaders: dict[str, list[int]]  # topic -> leader node id by partition index (-1: none yet)
+
+    def node_of(self, host: str, port: int) -> int | None:
+        """The node id of the broker at host:port (the only broker when the cluster has one)."""
+        found = [n for n, address in self.brokers.items() if address == (host, port)]
+        if not found and len(self.brokers) == 1:
+            found = list(self.brokers)
+        return found[0] if len(found) == 1 else None
+
+    def led_elsewhere(self, node: int | None, topics: dict[str, int]) -> list[tuple[str, int]]:
+        """Partitions of `topics` whose leader is another node: replay sends every fetch to one broker."""
+        if node is None:
+            return []
+        return [(t, p) for t in sorted(topics) for p, leader in enumerate(self.leaders.get(t, ())[:topics[t]])
+                if leader >= 0 and leader != node]
 
 
 def not_ready(body: FetchResponseBody) -> list[tuple[str | None, int, int]]:
@@ -116,22 +141,36 @@ class _Admin:
         body = await self.kio(ApiVersionsRequest(), "ApiVersions")
         return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
 
-    async def topics(self) -> tuple[dict[str, uuid.UUID], dict[str, int]]:
-        """Metadata v12 of every topic: name -> topic id, name -> partition count."""
+    async def cluster(self) -> ClusterView:
+        """Metadata v12 of every topic."""
         from kio.schema.metadata.v12.request import MetadataRequest
 
         body = await self.kio(MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                               include_topic_authorized_operations=False), "Metadata")
         known = [t for t in body.topics if t.name and t.topic_id is not None and not int(t.error_code)]
-        return {t.name: t.topic_id for t in known}, {t.name: len(t.partitions) for t in known}
+        leaders = {}
+        for t in known:
+            by_index = {int(p.partition_index): int(p.leader_id) for p in t.partitions}
+            leaders[t.name] = [by_index.get(i, -1) for i in range(len(t.partitions))]
+        return ClusterView({int(b.node_id): (b.host, int(b.port)) for b in body.brokers},
+                           {t.name: t.topic_id for t in known}, leaders)
 
-    async def create_topics(self, topics: dict[str, int]) -> None:
-        from kio.schema.create_topics.v4.request import CreatableTopic, CreateTopicsRequest
+    async def create_topics(self, topics: dict[str, int], node: int | None) -> None:
+        """Creates `topics` (name -> partitions); on a cluster, every partition on `node` alone, the broker the
+        replay sends all its fetches to (elsewhere they would answer NOT_LEADER_OR_FOLLOWER)."""
+        from kio.schema.create_topics.v4.request import (CreatableReplicaAssignment, CreatableTopic,
+                                                         CreateTopicsRequest)
         from kio.static.primitive import i32Timedelta
 
+        def topic(name: str, partitions: int) -> CreatableTopic:
+            if node is None:
+                return CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
+                                      configs=())
+            return CreatableTopic(name=name, num_partitions=-1, replication_factor=-1, configs=(), assignments=tuple(
+                CreatableReplicaAssignment(partition_index=i, broker_ids=(node,)) for i in range(partitions)))
+
         request = CreateTopicsRequest(
-            topics=tuple(CreatableTopic(name=n, num_partitions=p, replication_factor=1, assignments=(), configs=())
-                         for n, p in topics.items()),
+            topics=tuple(topic(n, p) for n, p in topics.items()),
             timeout=i32Timedelta.parse(datetime.timedelta(seconds=self.timeout)), validate_only=False)
         body = await self.kio(request, "CreateTopics")
         failed = [f"{t.name} ({int(t.error_code)}: {t.error_message or 'no message'})" for t in body.topics
@@ -139,8 +178,9 @@ class _Admin:
         if failed:
             raise ReplayError(f"{self.host}:{self.port} refused to create {', '.join(failed)}")
 
-    async def produce(self, counts: dict[tuple[str, int], int], produce_max: int) -> int:
-        """Writes `counts` records into each partition, in batches; the records written."""
+    async def produce(self, counts: dict[tuple[str, int], int], produce_max: int, patience_s: float) -> int:
+        """Writes `counts` records into each partition, in batches; the records written. A partition that is
+        not ready (a leader moving on a cluster just started) is tried again for up to `patience_s`."""
         import importlib
 
         from fetchtool.broker.rawclient import make_batch
@@ -149,27 +189,37 @@ class _Admin:
         mod = importlib.import_module(f"kio.schema.produce.v{version}.request")
         from kio.static.primitive import i32Timedelta
 
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + patience_s
         left = dict(counts)
         written = 0
         while left:
+            sent: dict[tuple[str, int], int] = {}
             by_topic: dict[str, list] = {}
-            for (topic, partition), n in list(left.items()):
-                take = min(n, BATCH_RECORDS)
-                written += take
+            for (topic, partition), n in left.items():
+                sent[(topic, partition)] = take = min(n, BATCH_RECORDS)
                 by_topic.setdefault(topic, []).append(
                     mod.PartitionProduceData(index=partition, records=make_batch([VALUE] * take)))
-                left[(topic, partition)] -= take
-                if not left[(topic, partition)]:
-                    del left[(topic, partition)]
             request = mod.ProduceRequest(
                 transactional_id=None, acks=1, timeout=i32Timedelta.parse(datetime.timedelta(seconds=self.timeout)),
                 topic_data=tuple(mod.TopicProduceData(name=t, partition_data=tuple(p)) for t, p in by_topic.items()))
             body = await self.kio(request, "Produce")
+            retry = False
             for t in body.responses:
                 for p in t.partition_responses:
-                    if int(p.error_code):
+                    key, code = (t.name, int(p.index)), int(p.error_code)
+                    if code == 0:
+                        written += sent[key]
+                        left[key] -= sent[key]
+                        if not left[key]:
+                            del left[key]
+                    elif code not in NOT_READY or loop.time() > deadline:
                         raise ReplayError(f"{self.host}:{self.port} refused records for {t.name}-{p.index}: "
-                                          f"error {int(p.error_code)}")
+                                          f"error {code}")
+                    else:
+                        retry = True
+            if retry:
+                await asyncio.sleep(0.05)
         return written
 
     async def probe(self, version: int, mapping: TopicMapping, partitions: list[tuple[str, int]]) -> list:
@@ -189,21 +239,34 @@ async def prepare(host: str, port: int, topics: dict[str, int], low: dict, high:
     async with _Admin(host, port, timeout) as admin:
         versions = await admin.api_versions()
         target.fetch_versions = versions.get(FETCH)
-        target.topic_ids, target.partitions = await admin.topics()
+        view = await admin.cluster()
+        target.node_id = view.node_of(host, port)
+        target.topic_ids = view.topic_ids
         missing = sorted(set(topics) - set(target.topic_ids))
         if missing and not create:
             raise ReplayError(f"{host}:{port} has no topic(s) {', '.join(missing)}; create them or pass "
                               f"--create-topics")
         if missing:
-            await admin.create_topics({n: topics[n] for n in missing})
+            on_cluster = target.node_id if len(view.brokers) > 1 else None
+            await admin.create_topics({n: topics[n] for n in missing}, on_cluster)
             target.created = missing
-            target.topic_ids, target.partitions = await admin.topics()
+            view = await admin.cluster()
+            target.topic_ids = view.topic_ids
+        target.partitions = {name: len(leaders) for name, leaders in view.leaders.items()}
+        target.led_elsewhere = view.led_elsewhere(target.node_id, topics)
+        if target.led_elsewhere:
+            t, p = target.led_elsewhere[0]
+            target.notes.append(f"{len(target.led_elsewhere)} partition(s) (e.g. {t}-{p}) are led by other brokers "
+                                f"than {host}:{port}, which every replayed fetch goes to: they will answer "
+                                f"NOT_LEADER_OR_FOLLOWER")
         for name, (have, need) in short_topics(topics, target.partitions).items():
             absent = f"partition {have}" if have == need - 1 else f"partitions {have}-{need - 1}"
             target.notes.append(f"{name} has {have} partition(s) on {host}:{port}, the capture fetches {need}: "
                                 f"{absent} will answer UNKNOWN_TOPIC_OR_PARTITION")
         version = fetch_version(probe_version, target.fetch_versions)
-        partitions = [(t, p) for t, n in topics.items() for p in range(min(n, target.partitions.get(t, n)))]
+        elsewhere = set(target.led_elsewhere)
+        partitions = [(t, p) for t, n in topics.items() for p in range(min(n, target.partitions.get(t, n)))
+                      if (t, p) not in elsewhere]
         # Wait for leaders (a new topic's partitions answer NOT_LEADER_OR_FOLLOWER for a moment): the replayed
         # clients' first fetches would otherwise get partition errors the capture never had.
         loop = asyncio.get_running_loop()
@@ -221,7 +284,7 @@ async def prepare(host: str, port: int, topics: dict[str, int], low: dict, high:
             await asyncio.sleep(0.05)
         counts = records_to_write(low, high, target.created, prefill_limit)
         if counts and PRODUCE in versions:
-            target.written = await admin.produce(counts, versions[PRODUCE][1])
+            target.written = await admin.produce(counts, versions[PRODUCE][1], ready_s)
         elif counts:
             target.notes.append(f"{host}:{port} does not list Produce: the created topics stay empty")
     return target

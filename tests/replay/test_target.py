@@ -6,13 +6,14 @@ The rules are sans-IO (fetch_version, records_to_write, not_ready); the whole pr
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 from fetchtool.broker.server import Broker
 from fetchtool.broker.state import BrokerConfig
 from fetchtool.protocol.codec import FetchResponseBody
 from fetchtool.replay.driver import ReplayOptions, replay
 from fetchtool.replay.plan import build_plan
-from fetchtool.replay.target import fetch_version, not_ready, records_to_write, short_topics
+from fetchtool.replay.target import ClusterView, fetch_version, not_ready, records_to_write, short_topics
 
 from .scenario import Consumer, req, resp
 
@@ -105,3 +106,15 @@ def test_an_existing_topic_with_too_few_partitions_is_said_and_not_waited_for():
     assert "orders has 1 partition(s) on 127.0.0.1:" in run.notes[0] and "the capture fetches 2" in run.notes[0]
     (r,) = run.streams
     assert r.tally.responses == 5 and dict(r.partition_errors) == {3: 5}  # partition 1 of 5 responses
+
+
+def test_on_a_cluster_the_target_is_found_by_its_address_and_partitions_led_elsewhere_are_named():
+    view = ClusterView({1: ("127.0.0.1", 9092), 2: ("127.0.0.1", 9093), 3: ("127.0.0.1", 9094)},
+                       {"orders": uuid.uuid4()}, {"orders": [1, 2, 3, -1]})
+    assert view.node_of("127.0.0.1", 9093) == 2
+    assert view.node_of("kafka-2.example", 9093) is None  # a name the cluster does not advertise
+    # partition 3 has no leader yet: not "elsewhere", the readiness probe waits for it
+    assert view.led_elsewhere(2, {"orders": 4}) == [("orders", 0), ("orders", 2)]
+    assert view.led_elsewhere(None, {"orders": 4}) == []
+    alone = ClusterView({7: ("10.0.0.7", 9092)}, {}, {})
+    assert alone.node_of("kafka.example", 9092) == 7  # a single broker is the target whatever it is called
