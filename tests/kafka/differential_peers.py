@@ -98,6 +98,8 @@ class Side:
         return summarize(response, session_id, self.names)
 
     def _metadata(self, step: Fetch) -> tuple[int, int]:
+        if step.version < 7:
+            return 0, -1                                 # no session fields before v7: (0, -1) to both brokers
         held = list(self.sessions.items())
         named = held[step.session_of % len(held)] if held and step.session_of is not None else None
         session_id = step.literal_id if step.literal_id is not None else named[0] if named else 0
@@ -115,7 +117,7 @@ class Side:
 
     def _observe(self, step: Fetch, session_id: int, epoch: int, response) -> None:
         """Track the sessions this broker granted, from its own answers only."""
-        error, got = int(response.error_code), int(response.session_id)
+        error, got = int(getattr(response, "error_code", 0)), int(getattr(response, "session_id", 0))
         held = session_id in self.sessions
         if epoch in (0, -1):
             self.sessions.pop(session_id, None)          # any session named in a full request is closed
@@ -163,13 +165,13 @@ def fetch_request(step: Fetch, session_id: int, epoch: int, topic_ids: dict[str,
                  isolation_level=int(step.read_committed), session_id=session_id, session_epoch=epoch,
                  topics=tuple(_make(m.FetchTopic, partitions=tuple(ps), **key(t)) for t, ps in grouped.items()),
                  forgotten_topics_data=tuple(_make(m.ForgottenTopic, partitions=tuple(ps), **key(t))
-                                             for t, ps in forgotten.items()),
+                                             for t, ps in forgotten.items()) if step.version >= 7 else (),
                  **replica)
 
 
 def summarize(response, session_id: int, names: dict[uuid.UUID, str]) -> tuple:
     """What must agree: (error, session outcome, partitions). A new session id is reduced to its cache shard."""
-    got = int(response.session_id)
+    got = int(getattr(response, "session_id", 0))
     if got == 0:
         session = "none"
     elif got == session_id:
@@ -182,11 +184,11 @@ def summarize(response, session_id: int, names: dict[uuid.UUID, str]) -> tuple:
         for p in t.partitions:
             leader = getattr(p, "current_leader", None)
             parts.append((topic, p.partition_index, int(p.error_code), p.high_watermark, p.last_stable_offset,
-                          p.log_start_offset, len(p.records or b""),
+                          getattr(p, "log_start_offset", None), len(p.records or b""),
                           "aborted=null" if p.aborted_transactions is None else f"aborted={len(p.aborted_transactions)}",
                           None if leader is None else (leader.leader_id, leader.leader_epoch)))
     endpoints = tuple(sorted(e.node_id for e in getattr(response, "node_endpoints", ()) or ()))
-    return int(response.error_code), session, tuple(parts), response.throttle_time, endpoints
+    return int(getattr(response, "error_code", 0)), session, tuple(parts), response.throttle_time, endpoints
 
 
 def produce(client: RawClient, step: Produce) -> tuple:

@@ -35,7 +35,7 @@ KAFKA = {"nodes": 1, "cache_slots": CACHE_SLOTS}
 
 PARTITIONS = [(t, p) for t, n in TOPICS.items() for p in range(n)] + [("a", 3), (GHOST, 0)]
 OFFSETS = st.sampled_from([0, 0, 1, 2, 50])          # 50: beyond the log end, OFFSET_OUT_OF_RANGE
-VERSIONS = st.sampled_from([7, 11, 12, 12, 13, 13, 15, 17, 18])
+VERSIONS = st.sampled_from([4, 6, 7, 11, 12, 12, 13, 13, 15, 16, 17, 18])   # v4-v6: no sessions
 CLIENT = st.integers(0, CLIENTS - 1)
 PARTITION_MAX = st.sampled_from([1 << 20, 1 << 20, 40, 100])   # KIP-74: below one batch, about one
 MAX_BYTES = st.sampled_from([0x7FFFFFFF, 0x7FFFFFFF, 120])
