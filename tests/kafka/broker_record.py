@@ -478,7 +478,10 @@ class RecordedRun:
 
     @property
     def window(self) -> tuple[float, float]:
-        return self.meta["capture_start_time"], self.meta["capture_stop_time"]
+        """First and last packet of the pcap (tcpdump may stop writing before record.json's capture stop)."""
+        if not hasattr(self, "_window"):
+            self._window = pcap_time_span(self.pcap)
+        return self._window
 
     @property
     def cache_slots(self) -> int:
@@ -520,3 +523,50 @@ def load_run(pcap: str | Path) -> RecordedRun:
             elif name and (pcap.parent / (name + ".gz")).exists():
                 into[label] = pcap.parent / (name + ".gz")
     return RecordedRun(pcap, meta, load(sessions_logs, requests_logs), node_broker, node_ports)
+
+
+def pcap_time_span(path: str | Path) -> tuple[float, float]:
+    """First and last packet timestamps of a classic pcap or pcapng file (gzip accepted), read from the file
+    format's record headers (not through fetchtool)."""
+    import struct
+
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    magic = raw[:4]
+    times: list[float] = []
+    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+        e = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+        nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+        off = 24
+        while off + 16 <= len(raw):
+            sec, frac, incl, _ = struct.unpack_from(e + "IIII", raw, off)
+            times.append(sec + frac / (1e9 if nano else 1e6))
+            off += 16 + incl
+    elif magic == b"\x0a\x0d\x0d\x0a":
+        off, e, resol, iface = 0, "<", {}, 0
+        while off + 12 <= len(raw):
+            btype = struct.unpack_from("<I", raw, off)[0]
+            if btype == 0x0A0D0D0A:
+                e = "<" if raw[off + 8:off + 12] == b"\x4d\x3c\x2b\x1a" else ">"
+                iface = 0
+            blen = struct.unpack_from(e + "I", raw, off + 4)[0]
+            if btype == 1:
+                resol[iface] = 1e6
+                opt = off + 16
+                while opt + 4 <= off + blen - 4:
+                    code, olen = struct.unpack_from(e + "HH", raw, opt)
+                    if code == 0:
+                        break
+                    if code == 9:
+                        v = raw[opt + 4]
+                        resol[iface] = 2 ** (v & 0x7F) if v & 0x80 else 10 ** v
+                    opt += 4 + olen + (-olen % 4)
+                iface += 1
+            elif btype == 6:
+                ifid, hi, lo = struct.unpack_from(e + "III", raw, off + 8)
+                times.append(((hi << 32) | lo) / resol.get(ifid, 1e6))
+            off += blen
+    else:
+        raise ValueError(f"{path}: not a pcap or pcapng file")
+    return min(times), max(times)

@@ -65,55 +65,6 @@ def decode_partitions(capture: Path, ports: list[int] | None = None) -> pl.DataF
 # The comparison
 
 
-def pcap_time_span(path: Path) -> tuple[float, float]:
-    """First and last packet timestamps of a classic pcap or pcapng file (gzip accepted), from the file format."""
-    import gzip
-    import struct
-
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    magic = raw[:4]
-    times: list[float] = []
-    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
-        little = magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1")
-        nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
-        e = "<" if little else ">"
-        off = 24
-        while off + 16 <= len(raw):
-            sec, frac, incl, _ = struct.unpack_from(e + "IIII", raw, off)
-            times.append(sec + frac / (1e9 if nano else 1e6))
-            off += 16 + incl
-    elif magic == b"\x0a\x0d\x0d\x0a":
-        off, e, resol = 0, "<", {}
-        iface = 0
-        while off + 12 <= len(raw):
-            btype = struct.unpack_from("<I", raw, off)[0]
-            if btype == 0x0A0D0D0A:
-                e = "<" if raw[off + 8:off + 12] == b"\x4d\x3c\x2b\x1a" else ">"
-                iface = 0
-            blen = struct.unpack_from(e + "I", raw, off + 4)[0]
-            if btype == 1:
-                resol[iface] = 1e6
-                opt = off + 16
-                while opt + 4 <= off + blen - 4:
-                    code, olen = struct.unpack_from(e + "HH", raw, opt)
-                    if code == 0:
-                        break
-                    if code == 9:
-                        v = raw[opt + 4]
-                        resol[iface] = 2 ** (v & 0x7F) if v & 0x80 else 10 ** v
-                    opt += 4 + olen + (-olen % 4)
-                iface += 1
-            elif btype == 6:
-                ifid, hi, lo = struct.unpack_from(e + "III", raw, off + 8)
-                times.append(((hi << 32) | lo) / resol.get(ifid, 1e6))
-            off += blen
-    else:
-        raise ValueError(f"{path}: not a pcap or pcapng file")
-    return min(times), max(times)
-
-
 def pcap_packets(path: Path):
     """(timestamp, link type, frame bytes) of every packet of a classic pcap (the format tcpdump -w writes)."""
     import gzip
@@ -244,7 +195,7 @@ def assert_decode_matches_request_log(capture: Path, fetches: list[br.FetchRecor
     """The whole check; returns counts for the caller's own assertions. `client_gone_at(rec)`: when the record
     says the client died (a SIGKILLed node fetching as a follower), or None."""
     rows = [r for r in decode_jsonl(capture, ports) if r["api_key"] == 1]
-    window = pcap_time_span(capture)
+    window = br.pcap_time_span(capture)
     brokers = {f"127.0.0.1:{p}" for p in ports}
     logged = {f.key: f for f in fetches if f.broker in brokers}
     decoded = {(r["client"], r["correlation_id"]): r for r in rows}
