@@ -102,9 +102,12 @@ class ClusterView:
                 if leader >= 0 and leader != node]
 
 
-def not_ready(body: FetchResponseBody) -> list[tuple[str | None, int, int]]:
-    """(topic, partition, error) of every partition a probing Fetch found without a leader (or not yet known)."""
-    return [(p.topic, p.partition, p.error_code) for p in body.partitions if p.error_code in NOT_READY]
+def not_ready(body: FetchResponseBody, asked: Iterable[tuple[str, int]] = ()) -> list[tuple[str | None, int, int]]:
+    """(topic, partition, error) of every partition a probing Fetch found without a leader (or not yet known);
+    a partition `asked` for that the response leaves out is not ready either (error -1)."""
+    waiting = [(p.topic, p.partition, p.error_code) for p in body.partitions if p.error_code in NOT_READY]
+    answered = {(p.topic, p.partition) for p in body.partitions}
+    return waiting + [(t, p, -1) for t, p in asked if (t, p) not in answered]
 
 
 class _Admin:
@@ -228,7 +231,7 @@ class _Admin:
                 PartitionData(0, -1, 1, -1, -1, mapping.ids.get(t) or uuid.UUID(int=0)) for t, p in partitions}
         self.corr += 1
         frame = fetch_request(version, self.corr, CLIENT_ID, FetchMetadata.LEGACY, data, [], mapping, 0, 1, 1, 0)
-        return not_ready(fetch_response(await self.call(frame, "Fetch"), version, mapping))
+        return not_ready(fetch_response(await self.call(frame, "Fetch"), version, mapping), partitions)
 
 
 async def prepare(host: str, port: int, topics: dict[str, int], low: dict, high: dict, *, create: bool,
@@ -250,7 +253,16 @@ async def prepare(host: str, port: int, topics: dict[str, int], low: dict, high:
             on_cluster = target.node_id if len(view.brokers) > 1 else None
             await admin.create_topics({n: topics[n] for n in missing}, on_cluster)
             target.created = missing
+            # CreateTopics answers before the broker's metadata has the topics: until Metadata lists them there
+            # is no topic id to send (seen on a three-node cluster just started).
+            deadline = asyncio.get_running_loop().time() + ready_s
             view = await admin.cluster()
+            while set(missing) - set(view.topic_ids):
+                if asyncio.get_running_loop().time() > deadline:
+                    raise ReplayError(f"{host}:{port} created {', '.join(missing)} but its Metadata did not list "
+                                      f"them within {ready_s:g} s")
+                await asyncio.sleep(0.05)
+                view = await admin.cluster()
             target.topic_ids = view.topic_ids
         target.partitions = {name: len(leaders) for name, leaders in view.leaders.items()}
         target.led_elsewhere = view.led_elsewhere(target.node_id, topics)
