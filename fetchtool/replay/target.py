@@ -3,11 +3,14 @@
 A capture's fetches only replay as captured if the target can answer them: it must speak the captured Fetch
 versions, have the capture's topics (their ids are the target's own, mapped by name), hold records at the rebased
 offsets the clients ask for, and have a leader for every partition. Against Apache Kafka a fresh topic has none
-of that at first: no records (every fetch past offset 0 is OFFSET_OUT_OF_RANGE) and, for ~0.1-0.2 s after
-Metadata lists it, NOT_LEADER_OR_FOLLOWER on its partitions.
+of that at first: Metadata may not list it for a moment after CreateTopics answered, then its partitions answer
+NOT_LEADER_OR_FOLLOWER for ~0.1-0.2 s, and it holds no records (every fetch past offset 0 is
+OFFSET_OUT_OF_RANGE). On a cluster, replay sends every fetch to the one broker given, so the topics it creates
+are placed on that broker's node alone.
 
-The decisions are sans-IO functions (`fetch_version`, `records_to_write`, `not_ready`); `prepare` is the I/O
-edge, one admin connection that asks ApiVersions, Metadata, CreateTopics, Produce and probing Fetches.
+The decisions are sans-IO (`fetch_version`, `records_to_write`, `short_topics`, `ClusterView`, `not_ready`);
+`prepare` and `close_sessions` are the I/O edge, one admin connection each (ApiVersions, Metadata, CreateTopics,
+Produce, sessionless probing Fetches; at the end, (id, -1) closes).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ VALUE = b"x" * 16  # the records' value: replay measures sessions, not payloads
 class Target:
     """What a replay learnt about its target broker while preparing it."""
 
-    fetch_versions: tuple[int, int] | None = None  # (min, max) Fetch versions, None: ApiVersions not answered
+    fetch_versions: tuple[int, int] | None = None  # (min, max) Fetch versions; None: ApiVersions lists no Fetch
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     partitions: dict[str, int] = field(default_factory=dict)  # partitions of each topic on the target
     node_id: int | None = None  # the target's node id in its cluster's Metadata (None: not found)
@@ -253,16 +256,7 @@ async def prepare(host: str, port: int, topics: dict[str, int], low: dict, high:
             on_cluster = target.node_id if len(view.brokers) > 1 else None
             await admin.create_topics({n: topics[n] for n in missing}, on_cluster)
             target.created = missing
-            # CreateTopics answers before the broker's metadata has the topics: until Metadata lists them there
-            # is no topic id to send (seen on a three-node cluster just started).
-            deadline = asyncio.get_running_loop().time() + ready_s
-            view = await admin.cluster()
-            while set(missing) - set(view.topic_ids):
-                if asyncio.get_running_loop().time() > deadline:
-                    raise ReplayError(f"{host}:{port} created {', '.join(missing)} but its Metadata did not list "
-                                      f"them within {ready_s:g} s")
-                await asyncio.sleep(0.05)
-                view = await admin.cluster()
+            view = await _listed(admin, missing, ready_s)
             target.topic_ids = view.topic_ids
         target.partitions = {name: len(leaders) for name, leaders in view.leaders.items()}
         target.led_elsewhere = view.led_elsewhere(target.node_id, topics)
@@ -275,31 +269,52 @@ async def prepare(host: str, port: int, topics: dict[str, int], low: dict, high:
             absent = f"partition {have}" if have == need - 1 else f"partitions {have}-{need - 1}"
             target.notes.append(f"{name} has {have} partition(s) on {host}:{port}, the capture fetches {need}: "
                                 f"{absent} will answer UNKNOWN_TOPIC_OR_PARTITION")
-        version = fetch_version(probe_version, target.fetch_versions)
         elsewhere = set(target.led_elsewhere)
         partitions = [(t, p) for t, n in topics.items() for p in range(min(n, target.partitions.get(t, n)))
                       if (t, p) not in elsewhere]
-        # Wait for leaders (a new topic's partitions answer NOT_LEADER_OR_FOLLOWER for a moment): the replayed
-        # clients' first fetches would otherwise get partition errors the capture never had.
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + ready_s
         mapping = TopicMapping(target.topic_ids, {str(v): k for k, v in target.topic_ids.items()}, {})
-        while True:
-            target.ready_after_probes += 1
-            waiting = await admin.probe(version, mapping, partitions)
-            if not waiting:
-                break
-            if loop.time() > deadline:
-                t, p, code = waiting[0]
-                raise ReplayError(f"{host}:{port}: {len(waiting)} partition(s) still without a leader after "
-                                  f"{ready_s:g} s (e.g. {t}-{p}: error {code})")
-            await asyncio.sleep(0.05)
+        target.ready_after_probes = await _led(admin, fetch_version(probe_version, target.fetch_versions), mapping,
+                                               partitions, ready_s)
         counts = records_to_write(low, high, target.created, prefill_limit)
         if counts and PRODUCE in versions:
             target.written = await admin.produce(counts, versions[PRODUCE][1], ready_s)
         elif counts:
             target.notes.append(f"{host}:{port} does not list Produce: the created topics stay empty")
     return target
+
+
+async def _listed(admin: _Admin, created: list[str], ready_s: float) -> ClusterView:
+    """Metadata once it lists the topics just created: CreateTopics can answer before the broker's metadata has
+    them, and until then there is no topic id to send (seen on a three-node cluster just started)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ready_s
+    view = await admin.cluster()
+    while set(created) - set(view.topic_ids):
+        if loop.time() > deadline:
+            raise ReplayError(f"{admin.host}:{admin.port} created {', '.join(created)} but its Metadata did not "
+                              f"list them within {ready_s:g} s")
+        await asyncio.sleep(0.05)
+        view = await admin.cluster()
+    return view
+
+
+async def _led(admin: _Admin, version: int, mapping: TopicMapping, partitions: list[tuple[str, int]],
+               ready_s: float) -> int:
+    """Probes until every partition answers with a leader; the probes it took. Without the wait the replayed
+    clients' first fetches got NOT_LEADER_OR_FOLLOWER, an error the capture never had."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ready_s
+    probes = 0
+    while True:
+        probes += 1
+        waiting = await admin.probe(version, mapping, partitions)
+        if not waiting:
+            return probes
+        if loop.time() > deadline:
+            t, p, code = waiting[0]
+            raise ReplayError(f"{admin.host}:{admin.port}: {len(waiting)} partition(s) still without a leader "
+                              f"after {ready_s:g} s (e.g. {t}-{p}: error {code})")
+        await asyncio.sleep(0.05)
 
 
 async def close_sessions(host: str, port: int, sessions: list[tuple[int, int]], timeout: float) -> int:
