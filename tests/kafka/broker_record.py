@@ -506,6 +506,34 @@ class RecordedRun:
     def session_node(self, broker: str) -> str | None:
         return next((n for n, b in self.node_broker.items() if b == broker), None)
 
+    def live_sessions_peak(self, node: str, since: float | None = None, until: float | None = None) -> int:
+        """The most sessions the node's cache held at once, replaying its sessions.log: +1 per creation, -1 per
+        session removed by a full request, emptied by an incremental one, or evicted; a SIGKILLed node's cache
+        is empty when it comes back. Only moments between `since` and `until` count (the cache may already hold
+        sessions at `since`)."""
+        log = self.record.sessions[node]
+        events: list[tuple[float, int, str, int]] = [(c.ts, c.line, "+", c.session_id) for c in log.created]
+        events += [(f.ts, f.line, "-", f.removed_session) for f in log.closed_by_full]
+        events += [(e.ts, e.line, "-", e.session_id) for e in log.emptied]
+        events += [(e.ts, e.line, "-", e.victim_id) for e in log.evictions]
+        events += [(t, -1, "kill", 0) for n, t, _ in self.node_deaths() if n == node]
+        live: set[int] = set()
+        peak = 0
+        for ts, _line, op, sid in sorted(events):
+            if op == "+":
+                live.add(sid)
+            elif op == "-":
+                live.discard(sid)
+            else:
+                live.clear()
+            if (since is None or ts >= since) and (until is None or ts <= until):
+                peak = max(peak, len(live))
+        return peak
+
+    @property
+    def sessions(self) -> dict[str, SessionsLog]:
+        return self.record.sessions
+
 
 def load_run(pcap: str | Path) -> RecordedRun:
     pcap = Path(pcap)
