@@ -63,6 +63,11 @@ def _lines(path: Path) -> int:
     return len(_read(path))
 
 
+def _closed(log: br.SessionsLog) -> set[int]:
+    """Sessions closed by a full request naming them, or emptied by an incremental one."""
+    return {f.removed_session for f in log.closed_by_full} | {e.session_id for e in log.emptied}
+
+
 def _replay_command(node, *options: str) -> list[str]:
     return [sys.executable, "-m", "fetchtool", "replay", str(CAPTURE), "--broker", node.bootstrap, "--create-topics",
             "--format", "json", "--timeout", "10", *options]
@@ -105,8 +110,7 @@ def test_java_consumers_replay_on_kafka_with_their_sessions_and_incremental_fetc
     assert round(answered_incrementally / totals["requests"], 4) == totals["incremental_share"]
     assert totals["errors"] == {} and totals["partition_errors"] == {} and report["divergence"] == []
     # and leaves none of its sessions in Kafka's cache (1 slot per shard here: one left would refuse the next)
-    closed = {f.removed_session for f in kafka_said.closed_by_full} | {e.session_id for e in kafka_said.emptied}
-    assert set(created) <= closed
+    assert set(created) <= _closed(kafka_said)
 
 
 def _close_session(port: int, session_id: int) -> None:
@@ -168,6 +172,7 @@ def test_a_competitor_closing_the_replayed_sessions_shows_as_70s_in_the_divergen
     # after each 70 the client started over with a new session, which Kafka created and the client used
     assert report["totals"]["sessions_created"] == len(kafka_said.created) > captured_counts(
         load_plan([CAPTURE])[0]).totals.sessions_created
+    assert set(kafka_said.created_by_id()) <= _closed(kafka_said)  # none left to refuse the next test's sessions
 
 
 def test_sessions_the_capture_left_open_are_closed_on_kafka_when_the_replay_ends(kafka):
