@@ -1,9 +1,10 @@
 """broker_record.py reads Kafka's own record right: real lines from Kafka 4.3.1 runs, and every committed log.
 
 The lines below are copied verbatim from live runs of tools/kafka_peer.py (Kafka 4.3.1, a console consumer and
-kafka-python consumers; cache of 8 slots, a broker killed and restarted under them). Eviction, epoch and topic-id
-error lines come from the committed logs of captures/kafka/ (java-evictions and the others), which the
-parametrized tests read in full.
+kafka-python consumers; cache of 8 slots, a broker killed and restarted under them) and from the committed logs of
+captures/kafka/ (evictions, a follower's privileged session, an emptied session), which the parametrized tests
+also read in full. No 71 or 106 line exists in any real run yet, so their patterns are only checked to leave no
+line of the two loggers unread.
 """
 
 from __future__ import annotations
@@ -40,6 +41,34 @@ REFUSED = ("[2026-11-24T05:35:38,655] DEBUG [Shard 0] No fetch session created f
            "(org.apache.kafka.server.FetchSessionCacheShard)")
 NOT_FOUND = ("[2026-11-24T05:35:55,035] DEBUG Session error for 1630086074: no such session ID found. "
              "(org.apache.kafka.server.FetchManager)")
+
+# from the committed logs of captures/kafka (java-evictions, java-stale-eviction, cluster-followers)
+EVICTED_BY_SIZE = (
+    "[2026-11-24T05:39:44,847] TRACE [Shard 0] Evicting EvictableKey[privileged=false, size=1, id=155062128] with "
+    "EvictableKey[privileged=false, size=2, id=0]. (org.apache.kafka.server.FetchSessionCacheShard)")
+EVICTOR = (
+    "[2026-11-24T05:39:44,847] DEBUG [Shard 0] Created fetch session FetchSession(id=53698313, privileged=false, "
+    "partitionMap.size=2, usesTopicIds=true, creationMs=1795498784844, lastUsedMs=1795498784844, epoch=1) "
+    "(org.apache.kafka.server.FetchSessionCacheShard)")
+VICTIM_70 = ("[2026-11-24T05:39:45,656] DEBUG Session error for 155062128: no such session ID found. "
+             "(org.apache.kafka.server.FetchManager)")
+CANT_EVICT = (
+    "[2026-11-24T05:39:46,659] TRACE [Shard 1] Can't evict EvictableKey[privileged=false, size=1, id=351282864] "
+    "with EvictableKey[privileged=false, size=1, id=0] (org.apache.kafka.server.FetchSessionCacheShard)")
+EVICTED_STALE = ("[2026-11-24T05:39:35,193] TRACE [Shard 3] Evicting stale FetchSession 896563865. "
+                 "(org.apache.kafka.server.FetchSessionCacheShard)")
+STALE_EVICTOR = (
+    "[2026-11-24T05:39:35,193] DEBUG [Shard 3] Created fetch session FetchSession(id=993480576, privileged=false, "
+    "partitionMap.size=1, usesTopicIds=true, creationMs=1795498775192, lastUsedMs=1795498775192, epoch=1) "
+    "(org.apache.kafka.server.FetchSessionCacheShard)")
+OTHER_SHARD = (
+    "[2026-11-24T05:43:18,248] DEBUG [Shard 0] Created fetch session FetchSession(id=247382733, privileged=true, "
+    "partitionMap.size=1, usesTopicIds=true, creationMs=1795498998246, lastUsedMs=1795498998246, epoch=1) "
+    "(org.apache.kafka.server.FetchSessionCacheShard)")
+EMPTIED = (
+    "[2026-11-24T05:44:19,395] DEBUG Created a new sessionless FetchContext and closing session id 894174636, "
+    "epoch 124: after removing 4 partition(s), there are no more partitions left. "
+    "(org.apache.kafka.server.FetchManager)")
 
 # kafka.request.logger, verbatim
 REQUEST_V12_CREATES_SESSION = (
@@ -129,6 +158,30 @@ def test_a_refusal_and_a_not_found_error_are_recorded_and_failed_eviction_tries_
     assert [(r.shard, r.privileged, r.size) for r in log.refused] == [(0, False, 1)]
     assert [(e.session_id, e.code) for e in log.errors] == [(1630086074, br.FETCH_SESSION_ID_NOT_FOUND)]
     assert log.evictions == [] and log.unparsed == []
+
+
+def test_an_eviction_by_size_names_its_victim_and_the_next_session_created_in_that_shard_as_evictor():
+    log = sessions(EVICTED_BY_SIZE, EVICTOR, VICTIM_70, CANT_EVICT)
+    (e,) = log.evictions
+    assert (e.shard, e.victim_id, e.stale, e.victim_privileged, e.victim_size, e.evictor_size) == (
+        0, 155062128, False, False, 1, 2)
+    assert e.evictor == log.created[0] and e.evictor.session_id == 53698313
+    assert [(x.session_id, x.code) for x in log.errors] == [(155062128, 70)]
+    assert log.unparsed == []  # "Can't evict" is a failed attempt, not an eviction
+
+
+def test_a_stale_eviction_takes_its_evictor_from_its_own_shard_only():
+    # a creation in another shard between the two lines is not the evictor
+    log = sessions(EVICTED_STALE, OTHER_SHARD, STALE_EVICTOR)
+    (e,) = log.evictions
+    assert (e.shard, e.victim_id, e.stale, e.victim_size) == (3, 896563865, True, None)
+    assert e.evictor is not None and e.evictor.session_id == 993480576
+    assert log.created[0].privileged  # a follower's session
+
+
+def test_an_incremental_fetch_that_forgets_every_partition_closes_the_session():
+    (e,) = sessions(EMPTIED).emptied
+    assert (e.session_id, e.epoch, e.removed) == (894174636, 124, 4)
 
 
 def test_a_v12_fetch_line_gives_the_client_connection_names_and_the_new_session():
