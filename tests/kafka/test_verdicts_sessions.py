@@ -159,6 +159,13 @@ def logged_errors(run: br.RecordedRun, code: int) -> list[br.FetchRecord]:
     return [f for f in run.record.fetches if f.error_code == code and first <= f.received_ts and f.ts <= last]
 
 
+@lru_cache(maxsize=None)
+def decode_rows(capture: Path) -> tuple[dict, ...]:
+    out = subprocess.run([sys.executable, "-m", "fetchtool", "decode", str(capture), "--format", "jsonl"],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    return tuple(json.loads(line) for line in out.splitlines() if line.strip())
+
+
 def fetchtool_sessions(capture: Path) -> dict[tuple[str, int], list[dict]]:
     out: dict[tuple[str, int], list[dict]] = defaultdict(list)
     for s in analyze_json(capture)["sessions"]:
@@ -276,6 +283,33 @@ def test_a_session_begun_before_the_capture_is_not_said_to_add_partitions_kafka_
     assert not wrong, f"(added, forgotten) per epoch, (fetchtool, Kafka): {list(wrong.items())[:5]}"
 
 
+@pytest.mark.parametrize("capture", per_capture("test_each_session_counts_the_incremental_fetches_kafka_accepted"))
+def test_each_session_counts_the_incremental_fetches_kafka_accepted(capture):
+    """incremental_requests and last_epoch of each session created in the capture: Kafka's incremental contexts
+    for it whose request completed inside the capture (the epoch the last one carried is the last one accepted)."""
+    run = run_of(capture)
+    first, last = run.window
+    completed = {(f.broker, f.session_id, f.session_epoch) for f in run.record.fetches
+                 if f.error_code == 0 and first <= f.received_ts and f.ts <= last - BOUNDARY_S}
+    epochs: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for c in run.record.all_incremental:
+        key = (run.node_broker[c.node], c.session_id)
+        if key + (c.request_epoch,) in completed:
+            epochs[key].append(c.request_epoch)
+    mine = fetchtool_sessions(capture)
+    # requests still unanswered when the capture stopped are left out: fetchtool may count them as accepted
+    pending = {(f.broker, f.session_id) for f in run.record.fetches if f.ts > last - BOUNDARY_S}
+    wrong = {}
+    for key in logged_sessions(run):
+        if key in pending:
+            continue
+        theirs = (len(epochs.get(key, [])), max(epochs[key]) if epochs.get(key) else 0)
+        got = [(s["incremental_requests"], s["last_epoch"] or 0) for s in mine.get(key, [])]
+        if got != [theirs]:
+            wrong[key] = (got, theirs)
+    assert not wrong, f"(incremental requests, last accepted epoch), (fetchtool, Kafka): {list(wrong.items())[:5]}"
+
+
 @pytest.mark.parametrize("capture", per_capture("test_each_session_ends_with_as_many_partitions_as_kafka_cached"))
 def test_each_session_ends_with_as_many_partitions_as_kafka_cached(capture):
     run = run_of(capture)
@@ -366,11 +400,18 @@ def test_every_session_error_kafka_answered_is_a_finding(capture):
     run = run_of(capture)
     for code, name in ((70, "FETCH_SESSION_ID_NOT_FOUND"), (71, "INVALID_FETCH_SESSION_EPOCH"),
                        (106, "FETCH_SESSION_TOPIC_ID_ERROR")):
-        theirs = Counter((f.broker, f.client, f.session_id) for f in logged_errors(run, code))
+        logged = logged_errors(run, code)
+        theirs = Counter((f.broker, f.client, f.session_id) for f in logged)
         mine = Counter()
         for f in findings(capture, name):
             mine[(f["broker"], f["client"], f["session_id"])] += f.get("count", 1)
         assert mine == theirs, f"{name}: fetchtool {dict(mine)} vs Kafka's request log {dict(theirs)}"
+        # the frame a finding points to is the request Kafka answered with that error
+        if logged:
+            rows = {r["request_frame"]: r for r in decode_rows(capture)}
+            for f in findings(capture, name):
+                row = rows[f["request_frame"]]
+                assert (row["client"], row["correlation_id"]) in {x.key for x in logged}, (f, row)
 
 
 def check_evicted_causes(capture: Path, told_cache: bool) -> None:
