@@ -295,7 +295,8 @@ print(n)
 
 class Tcpdump:
     def __init__(self, path: Path, port: int):
-        self.proc = subprocess.Popen(["/usr/bin/tcpdump", "-i", "lo", "-s", "0", "-U", "-Z", "root", "-w", str(path),
+        self.proc = subprocess.Popen(["/usr/bin/tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-Z", "root",
+                                      "-w", str(path),
                                       f"tcp port {port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)
         line = self.proc.stderr.readline()  # "listening on lo, ..." once the capture runs
