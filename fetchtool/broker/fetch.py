@@ -24,8 +24,10 @@ from fetchtool.broker.apis import make, response_module
 from fetchtool.broker.state import BrokerState
 from fetchtool.broker.wire import Request
 from fetchtool.sessions import (
+    UNKNOWN_SERVER_ERROR,
     ZERO_UUID,
     FetchManager,
+    FetchOutcome,
     FetchMetadata,
     FetchSessionCache,
     PartitionData,
@@ -191,9 +193,22 @@ class FetchService:
         results = {tip: result for tip, (result, _) in reads.items()}
         for tip, result in pending.erroneous:  # KafkaApis appends erroneous partitions after the read ones
             results[tip] = result
-        outcome = pending.context.update_and_generate_response(now_ms, results)
+        context, follower = pending.context, pending.replica_id >= 0
+        # KafkaApis sizes a consumer's response before updating the context, a follower's after (Kafka 4.3.1 NPE,
+        # see _unnamed_zero_id_not_last): a consumer's failure changes nothing more, a follower's session exists.
+        if not follower and _unnamed_zero_id_not_last(context.response_size_partitions(results)):
+            return self._unknown_server_error(pending)
+        outcome = context.update_and_generate_response(now_ms, results)
+        if follower and _unnamed_zero_id_not_last([tip for tip, _ in outcome.partitions]):
+            return self._unknown_server_error(pending)
         records = {tip: data for tip, (_, data) in reads.items()}
-        return self._respond(pending.request, pending.client, pending.context, outcome, records, pending.incomplete)
+        return self._respond(pending.request, pending.client, context, outcome, records, pending.incomplete)
+
+    def _unknown_server_error(self, pending: PendingFetch) -> typing.Any:
+        """FetchRequest.getErrorResponse for an exception in KafkaApis: UNKNOWN_SERVER_ERROR, the request's
+        SessionId, and (v13+, the only versions that get here) no partitions."""
+        outcome = FetchOutcome(UNKNOWN_SERVER_ERROR, int(getattr(pending.request.body, "session_id", 0)), 0, ())
+        return self._respond(pending.request, pending.client, pending.context, outcome, {})
 
     def _respond(self, request: Request, client: str, context, outcome, records, incomplete=frozenset()
                  ) -> typing.Any:
@@ -267,6 +282,14 @@ def _error_result(code: int) -> PartitionResult:
     return PartitionResult(error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1)
 
 
+def _unnamed_zero_id_not_last(partitions: list[TopicIdPartition]) -> bool:
+    """Whether Kafka 4.3.1 fails to build this response: FetchResponse.toMessage groups consecutive partitions by
+    topic, comparing by name when the previous topic's id is the zero id, and the name of a v13+ partition sent with
+    the all-zero topic id is null, so any partition after it throws a NullPointerException (FetchResponse
+    .matchingTopic) and KafkaApis answers UNKNOWN_SERVER_ERROR instead. Seen on Kafka 4.3.1."""
+    return any(tip.topic is None and not tip.topic_id.int for tip in partitions[:-1])
+
+
 def _read_refused(data: PartitionData, replica_id: int) -> int:
     """Partition.localLogWithEpochOrThrow and followerReplicaOrThrow: the error a read fails with, or 0.
 
@@ -309,7 +332,8 @@ def _fetch_data(body, version: int, topic_names) -> dict[TopicIdPartition, Parti
     out: dict[TopicIdPartition, PartitionData] = {}
     for topic in body.topics:
         if version >= 13:
-            topic_id, name = topic.topic_id, topic_names.get(topic.topic_id)
+            topic_id = topic.topic_id or ZERO_UUID   # kio reads the all-zero id as None
+            name = topic_names.get(topic_id)
         else:
             topic_id, name = ZERO_UUID, topic.topic
         for p in topic.partitions:
@@ -328,7 +352,8 @@ def _to_forget(body, version: int, topic_names) -> list[TopicIdPartition]:
     out = []
     for topic in getattr(body, "forgotten_topics_data", ()) or ():
         if version >= 13:
-            topic_id, name = topic.topic_id, topic_names.get(topic.topic_id)
+            topic_id = topic.topic_id or ZERO_UUID
+            name = topic_names.get(topic_id)
         else:
             topic_id, name = ZERO_UUID, topic.topic
         out.extend(TopicIdPartition(topic_id, name, int(p)) for p in topic.partitions)

@@ -156,3 +156,34 @@ def test_read_committed_partition_whose_first_batch_does_not_fit_has_null_aborte
     response = call(broker, dataclasses.replace(request, isolation_level=1))
     got = [(p.partition_index, len(p.records or b""), p.aborted_transactions) for p in response.responses[0].partitions]
     assert got == [(0, batch, ()), (1, 0, None)]            # 40 bytes left, the batch is larger: cut, then dropped
+
+
+def test_a_v13_topic_sent_with_the_all_zero_id_is_unknown_topic_id_not_a_closed_connection(core):
+    # kio reads the all-zero uuid as None; the broker crashed on it (the connection was closed as an internal error).
+    broker = core(topics={"t": 1})
+    zero = uuid.UUID(int=0)
+    response = call(broker, fetch_request(13, [("z", 1, 0, 1000)], epoch=0, topic_ids={"z": zero}))
+    assert [(p[1], p[2]) for p in response_partitions(response)] == [(1, 100)] and response.session_id != 0
+
+
+def test_a_zero_id_partition_followed_by_another_in_the_response_is_kafkas_unknown_server_error(core):
+    # Kafka 4.3.1's FetchResponse.toMessage compares a zero-id topic by its name, null here: NullPointerException,
+    # answered as UNKNOWN_SERVER_ERROR with the request's SessionId and no partitions. A consumer's response is sized
+    # (and fails) before its full context makes a session; a follower's after: its session exists, unannounced.
+    broker = core(topics={"t": 1})
+    ids = {"t": broker.state.topics.get("t").topic_id, "z": uuid.UUID(int=0), "ghost": uuid.uuid4()}
+    cache = broker.fetch.cache
+    last = call(broker, fetch_request(13, [("t", 0, 0, 1000), ("z", 1, 0, 1000)], epoch=0, topic_ids=ids))
+    assert (last.error_code, len(response_partitions(last))) == (0, 2)        # zero id last: fine
+    before = (cache.size, cache.counter)
+    consumer = call(broker, fetch_request(13, [("z", 1, 0, 1000), ("ghost", 0, 0, 1000)], epoch=0, topic_ids=ids))
+    assert (consumer.error_code, consumer.session_id, consumer.responses) == (-1, 0, ())
+    assert (cache.size, cache.counter) == before                               # no session, counter unmoved
+    followed = call(broker, follower(fetch_request(13, [("z", 1, 0, 1000), ("ghost", 0, 0, 1000)], session_id=0,
+                                                   epoch=0, topic_ids=ids)))
+    assert (followed.error_code, followed.session_id, followed.responses) == (-1, 0, ())
+    assert (cache.size, cache.counter) == (before[0] + 1, before[1] + 1)       # created, never named
+    incremental = call(broker, fetch_request(13, [("ghost", 0, 0, 1000)], session_id=last.session_id, epoch=1,
+                                             topic_ids=ids))
+    assert (incremental.error_code, incremental.session_id) == (-1, last.session_id)
+    assert cache.get(last.session_id).epoch == 2                               # newContext moved it on regardless

@@ -20,8 +20,8 @@ Kafka's (read from Kafka's own FetchManager log), and every new session must lan
 from __future__ import annotations
 
 import pytest
-from differential_peers import (CLIENTS, FUTURE, GHOST, NEXT, STALE, TOPICS, Fetch, Produce, Side,
-                                kafka_full_contexts, wait_until_served)
+from differential_peers import (CLIENTS, FUTURE, GHOST, NEXT, NULL, STALE, TOPICS, Fetch, Produce, Side,
+                                kafka_full_contexts, kafka_sessions_created, wait_until_served)
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.kafka
 CACHE_SLOTS = 8            # one slot per shard: the ninth full fetch of an example may find its shard taken
 KAFKA = {"nodes": 1, "cache_slots": CACHE_SLOTS}
 
-PARTITIONS = [(t, p) for t, n in TOPICS.items() for p in range(n)] + [("a", 3), (GHOST, 0)]
+PARTITIONS = [(t, p) for t, n in TOPICS.items() for p in range(n)] + [("a", 3), (GHOST, 0), (NULL, 1)]
 OFFSETS = st.sampled_from([0, 0, 1, 2, 50])          # 50: beyond the log end, OFFSET_OUT_OF_RANGE
 VERSIONS = st.sampled_from([4, 6, 7, 11, 12, 12, 13, 13, 15, 16, 17, 18])   # v4-v6: no sessions
 CLIENT = st.integers(0, CLIENTS - 1)
@@ -117,6 +117,7 @@ def run_on_both(sides, steps, tally: bool = False) -> list[tuple]:
     are emptied afterwards."""
     ours, theirs, bt, node = sides
     answers = []
+    _, log_start = kafka_sessions_created(node.sessions_log)
     bt.call(lambda: setattr(bt.broker.core.fetch.cache, "counter", kafka_full_contexts(node.sessions_log)))
     try:
         for i, step in enumerate(steps):
@@ -126,8 +127,8 @@ def run_on_both(sides, steps, tally: bool = False) -> list[tuple]:
             if tally:
                 _tally(step, expected)
     finally:
-        for side in (ours, theirs):
-            side.close_all()
+        ours.close_all(also={s["session_id"] for s in bt.call(bt.broker.sessions)})
+        theirs.close_all(also=kafka_sessions_created(node.sessions_log, log_start)[0])
     assert bt.broker.core.fetch.cache.size == 0
     assert bt.broker.core.fetch.cache.counter == kafka_full_contexts(node.sessions_log)
     return answers
