@@ -27,7 +27,6 @@ from fetchtool.sessions import (
     UNKNOWN_SERVER_ERROR,
     ZERO_UUID,
     FetchManager,
-    FetchOutcome,
     FetchMetadata,
     FetchSessionCache,
     PartitionData,
@@ -109,6 +108,8 @@ class FetchService:
         context = self.manager.new_context(now_ms, version, metadata, _is_follower(body, version), fetch_data,
                                            to_forget, topic_names)
         if context.kind == "error":  # session errors (and out-of-range ids) are answered at once
+            if context.error_code == UNKNOWN_SERVER_ERROR:   # newContext threw (an id beyond the shards)
+                return self._unknown_server_error(request, client, context), None
             outcome = context.update_and_generate_response(now_ms, {})
             return self._respond(request, client, context, outcome, {}), None
 
@@ -197,18 +198,33 @@ class FetchService:
         # KafkaApis sizes a consumer's response before updating the context, a follower's after (Kafka 4.3.1 NPE,
         # see _unnamed_zero_id_not_last): a consumer's failure changes nothing more, a follower's session exists.
         if not follower and _unnamed_zero_id_not_last(context.response_size_partitions(results)):
-            return self._unknown_server_error(pending)
+            return self._unknown_server_error(pending.request, pending.client, context)
         outcome = context.update_and_generate_response(now_ms, results)
         if follower and _unnamed_zero_id_not_last([tip for tip, _ in outcome.partitions]):
-            return self._unknown_server_error(pending)
+            return self._unknown_server_error(pending.request, pending.client, context)
         records = {tip: data for tip, (_, data) in reads.items()}
         return self._respond(pending.request, pending.client, context, outcome, records, pending.incomplete)
 
-    def _unknown_server_error(self, pending: PendingFetch) -> typing.Any:
-        """FetchRequest.getErrorResponse for an exception in KafkaApis: UNKNOWN_SERVER_ERROR, the request's
-        SessionId, and (v13+, the only versions that get here) no partitions."""
-        outcome = FetchOutcome(UNKNOWN_SERVER_ERROR, int(getattr(pending.request.body, "session_id", 0)), 0, ())
-        return self._respond(pending.request, pending.client, pending.context, outcome, {})
+    def _unknown_server_error(self, request: Request, client: str, context) -> typing.Any:
+        """FetchRequest.getErrorResponse, KafkaApis' answer to an exception: UNKNOWN_SERVER_ERROR, the request's
+        SessionId and, below v13, every partition as the request listed it (one topic entry per request topic,
+        repeats kept; HW, LSO and log start -1); v13+ none. Seen so on Kafka 4.3.1."""
+        body = request.body
+        m = response_module(body)
+        topics = ()
+        if request.api_version < 13:
+            topics = tuple(
+                make(m.FetchableTopicResponse, topic=t.topic, partitions=tuple(
+                    make(m.PartitionData, partition_index=int(p.partition), error_code=UNKNOWN_SERVER_ERROR,
+                         high_watermark=-1, last_stable_offset=-1, log_start_offset=-1, aborted_transactions=(),
+                         preferred_read_replica=-1, records=b"")
+                    for p in t.partitions))
+                for t in body.topics)
+        session_id = int(getattr(body, "session_id", 0))
+        self._record(request, client, context.kind, UNKNOWN_SERVER_ERROR, session_id,
+                     sum(len(t.partitions) for t in topics), 0)
+        return make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=UNKNOWN_SERVER_ERROR,
+                    session_id=session_id, responses=topics, node_endpoints=())
 
     def _respond(self, request: Request, client: str, context, outcome, records, incomplete=frozenset()
                  ) -> typing.Any:

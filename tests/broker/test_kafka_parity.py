@@ -187,3 +187,14 @@ def test_a_zero_id_partition_followed_by_another_in_the_response_is_kafkas_unkno
                                              topic_ids=ids))
     assert (incremental.error_code, incremental.session_id) == (-1, last.session_id)
     assert cache.get(last.session_id).epoch == 2                               # newContext moved it on regardless
+
+
+def test_unknown_server_error_below_v13_lists_the_partitions_as_the_request_did_repeats_included(core):
+    # FetchRequest.getErrorResponse walks the request, not the de-duplicated fetch data.
+    broker = core(topics={"t": 1})
+    request = fetch_request(12, [("t", 0, 0, 1000), ("t", 0, 5, 1000), ("u", 1, 0, 1000)], session_id=-300_000_000,
+                            epoch=0)
+    response = call(broker, request)
+    assert (response.error_code, response.session_id) == (-1, -300_000_000)
+    assert [(p[0], p[1], p[2], p[3]) for p in response_partitions(response)] == [
+        ("t", 0, -1, -1), ("t", 0, -1, -1), ("u", 1, -1, -1)]

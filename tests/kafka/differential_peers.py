@@ -153,12 +153,13 @@ def fetch_request(step: Fetch, session_id: int, epoch: int, topic_ids: dict[str,
     def key(topic: str) -> dict:
         return {"topic_id": ids[topic]} if step.version >= 13 else {"topic": topic}
 
-    grouped: dict[str, list] = {}
+    grouped: list[tuple[str, list]] = []      # consecutive partitions of a topic share an entry, as clients do
     for topic, partition, offset in step.partitions:
-        grouped.setdefault(topic, []).append(
+        if not grouped or grouped[-1][0] != topic:
+            grouped.append((topic, []))
+        grouped[-1][1].append(
             _make(m.FetchPartition, partition=partition, fetch_offset=offset,
-                  partition_max_bytes=step.partition_max_bytes,
-                  current_leader_epoch=step.leader_epoch))
+                  partition_max_bytes=step.partition_max_bytes, current_leader_epoch=step.leader_epoch))
     forgotten: dict[str, list[int]] = {}
     for topic, partition in step.forgotten:
         forgotten.setdefault(topic, []).append(partition)
@@ -167,7 +168,7 @@ def fetch_request(step: Fetch, session_id: int, epoch: int, topic_ids: dict[str,
         replica = {"replica_state": m.ReplicaState(replica_id=step.replica_id, replica_epoch=-1)}
     return _make(m.FetchRequest, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=step.max_bytes,
                  isolation_level=int(step.read_committed), session_id=session_id, session_epoch=epoch,
-                 topics=tuple(_make(m.FetchTopic, partitions=tuple(ps), **key(t)) for t, ps in grouped.items()),
+                 topics=tuple(_make(m.FetchTopic, partitions=tuple(ps), **key(t)) for t, ps in grouped),
                  forgotten_topics_data=tuple(_make(m.ForgottenTopic, partitions=tuple(ps), **key(t))
                                              for t, ps in forgotten.items()) if step.version >= 7 else (),
                  **replica)
