@@ -34,12 +34,12 @@ pytestmark = pytest.mark.kafka
 CACHE_SLOTS = 8            # one slot per shard: the ninth full fetch of an example may find its shard taken
 KAFKA = {"nodes": 1, "cache_slots": CACHE_SLOTS}
 
-PARTITIONS = [(t, p) for t, n in TOPICS.items() for p in range(n)] + [("a", 3), (GHOST, 0), (NULL, 1)]
-OFFSETS = st.sampled_from([0, 0, 1, 2, 50])          # 50: beyond the log end, OFFSET_OUT_OF_RANGE
+PARTITIONS = [(t, p) for t, n in TOPICS.items() for p in range(n)] + [("a", 3), ("b", -1), (GHOST, 0), (NULL, 1)]
+OFFSETS = st.sampled_from([0, 0, 1, 2, 50, -1])      # 50 and -1: outside the log, OFFSET_OUT_OF_RANGE
 VERSIONS = st.sampled_from([4, 6, 7, 11, 12, 12, 13, 13, 15, 16, 17, 18])   # v4-v6: no sessions
 CLIENT = st.integers(0, CLIENTS - 1)
-PARTITION_MAX = st.sampled_from([1 << 20, 1 << 20, 40, 100])   # KIP-74: below one batch, about one
-MAX_BYTES = st.sampled_from([0x7FFFFFFF, 0x7FFFFFFF, 120])
+PARTITION_MAX = st.sampled_from([1 << 20, 1 << 20, 40, 100, 0])   # KIP-74: below one batch, about one
+MAX_BYTES = st.sampled_from([0x7FFFFFFF, 0x7FFFFFFF, 120, 0])
 SESSION = st.integers(0, 3)                            # the k-th live session of each side, in grant order
 LEADER_EPOCHS = st.sampled_from([-1, -1, -1, 0, 1])   # every topic's leader epoch is 0 on both brokers
 
@@ -59,7 +59,7 @@ def full(epoch: int, named: bool):
 
 
 incremental = st.builds(
-    Fetch, client=CLIENT, version=VERSIONS, epoch=st.sampled_from([NEXT, NEXT, NEXT, STALE, FUTURE]),
+    Fetch, client=CLIENT, version=VERSIONS, epoch=st.sampled_from([NEXT, NEXT, NEXT, STALE, FUTURE, -2]),
     session_of=SESSION, partitions=partitions(),
     forgotten=st.lists(st.sampled_from(PARTITIONS), max_size=3, unique=True).map(tuple),
     read_committed=st.booleans(), leader_epoch=LEADER_EPOCHS, partition_max_bytes=PARTITION_MAX,
@@ -143,6 +143,8 @@ def _tally(step, summary) -> None:
         return
     error, session, parts = summary[:3]
     kind = {0: "full", -1: "close/sessionless"}.get(step.epoch, f"incremental ({step.epoch})")
+    if step.version < 7:
+        kind = "v4-v6, no session fields"
     event(f"{kind}: error {error}, session {session.split(' in ')[0]}")
     for code in sorted({p[2] for p in parts}):
         event(f"partition error {code}")
