@@ -230,7 +230,10 @@ class FetchService:
                  ) -> typing.Any:
         body = request.body
         m = response_module(body)
-        read_committed = int(getattr(body, "isolation_level", 0)) == 1
+        # FetchIsolation.of: READ_COMMITTED only for consumers; replicas (>= 0) and the future replica (-3) read
+        # to the log end, and their reads carry no aborted-transaction list (seen on Kafka 4.3.1).
+        replica_id = _replica_id(body, request.api_version)
+        read_committed = int(getattr(body, "isolation_level", 0)) == 1 and replica_id < 0 and replica_id != -3
         leader = getattr(m, "LeaderIdAndEpoch", None) if request.api_version >= 16 else None
         topics: list[tuple[TopicIdPartition, list]] = []
         records_bytes = 0

@@ -198,3 +198,14 @@ def test_unknown_server_error_below_v13_lists_the_partitions_as_the_request_did_
     assert (response.error_code, response.session_id) == (-1, -300_000_000)
     assert [(p[0], p[1], p[2], p[3]) for p in response_partitions(response)] == [
         ("t", 0, -1, -1), ("t", 0, -1, -1), ("u", 1, -1, -1)]
+
+
+def test_the_future_replica_id_reads_to_the_log_end_without_an_aborted_transaction_list(core):
+    # FetchIsolation.of: isolation READ_COMMITTED is for consumers only; replica id -3 (a future local replica) reads
+    # like a follower would, so its good reads have null AbortedTransactions even when read committed.
+    broker = core(topics={"t": 1})
+    produce(broker, "t", 0, [b"a"])
+    request = dataclasses.replace(fetch_request(12, [("t", 0, 0, 1000)]), isolation_level=1)
+    for replica_id, aborted in ((-1, ()), (-2, ()), (-3, None)):
+        (part,) = call(broker, follower(request, replica_id)).responses[0].partitions
+        assert (int(part.error_code), len(part.records) > 0, part.aborted_transactions) == (0, True, aborted)

@@ -54,7 +54,7 @@ def partitions(min_size: int = 0):
 def full(epoch: int, named: bool):
     return st.builds(Fetch, client=CLIENT, version=VERSIONS, epoch=st.just(epoch),
                      session_of=SESSION if named else st.none(), partitions=partitions(),
-                     replica_id=st.sampled_from([-1, -1, -1, 2]), read_committed=st.booleans(),
+                     replica_id=st.sampled_from([-1, -1, -1, -1, 2, 1, -2, -3]), read_committed=st.booleans(),
                      leader_epoch=LEADER_EPOCHS, partition_max_bytes=PARTITION_MAX, max_bytes=MAX_BYTES)
 
 
