@@ -1,12 +1,13 @@
 """Kafka 4.3.1 and `fetchtool broker` answer the same generated Fetch sequences alike (where they differ, Kafka is right).
 
 Hypothesis writes sequences of Fetch requests over three connections: session creation (0,0), incremental requests
-that add, change and forget partitions, stale and future epochs, unknown, negative and out-of-shard session ids,
-close (id,-1), close-and-recreate (id,0), sessionless (0,-1), v4-v12 with topic names and v13+ with topic ids
+that add, change and forget partitions, stale, future and negative epochs, unknown, negative and out-of-shard session
+ids, close (id,-1), close-and-recreate (id,0), sessionless (0,-1), v4-v12 with topic names and v13+ with topic ids
 (unknown ones and the all-zero id too), repeated partitions, leader epochs, partition and response byte limits,
-follower fetches from a replica id that is no replica, read-committed reads, and produces in between. Each step goes to a
-real Kafka node and to a fetchtool broker configured alike (same topics, 8 cache slots over Kafka's 8 shards, MaxWait
-0) and the two answers must reduce to the same summary (differential_peers.summarize).
+follower fetches from a replica id that is no replica (the node's own id too), the debugging (-2) and future replica
+(-3) ids, read-committed reads, and produces in between. Each step goes to a real Kafka node and to a fetchtool broker
+configured alike (same topics, 8 cache slots over Kafka's 8 shards, MaxWait 0) and the two answers must reduce to the
+same summary (differential_peers.summarize). 200 derandomized examples (~10 s) plus one full-shard scenario.
 
 What this live test cannot show: Kafka evicts by size or staleness only after a session is 120 s old
 (MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS, not configurable), so within an example a consumer session that lands on
@@ -15,7 +16,8 @@ session. Stale and size evictions are covered by tests/sessions (ported from Kaf
 
 Examples share both brokers; each example closes every session either side granted, so it starts on empty caches.
 Kafka's round-robin shard counter is JVM-wide and never resets: before each example fetchtool's counter is set to
-Kafka's (read from Kafka's own FetchManager log), and every new session must land in the same shard on both.
+Kafka's (read from Kafka's own session-cache log), every new session must land in the same shard on both, and the two
+counters must still agree at the end.
 """
 
 from __future__ import annotations
