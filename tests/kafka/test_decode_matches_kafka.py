@@ -337,7 +337,7 @@ print(n)
 
 class Tcpdump:
     def __init__(self, path: Path, port: int):
-        self.proc = subprocess.Popen(["/usr/bin/tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-Z", "root",
+        self.proc = subprocess.Popen(["/usr/bin/tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-B", "32768", "-Z", "root",
                                       "-w", str(path),
                                       f"tcp port {port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)

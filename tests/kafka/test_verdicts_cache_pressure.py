@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import broker_record as br
-from test_verdicts_sessions import analyze_json, captures, run_of
+from test_verdicts_sessions import BOUNDARY_S, analyze_json, captures, run_of
 
 CHURN_OVERCOUNT = (
     "fetchtool's max_live_sessions counts every session it saw created and never saw end as still live: "
@@ -62,12 +62,13 @@ def per_capture(test_name: str):
     return out
 
 
-def refusals_by_client(run: br.RecordedRun) -> Counter:
-    """(broker, client id) -> full fetches Kafka answered with session id 0 after refusing them a session."""
+def refusals_by_client(run: br.RecordedRun, slack: float = 0.0) -> Counter:
+    """(broker, client id) -> full fetches Kafka answered with session id 0 after refusing them a session, inside
+    the capture window narrowed (slack < 0) or widened (slack > 0) by a few log ticks."""
     first, last = run.window
     return Counter((f.broker, f.client_id) for f in run.record.fetches
                    if f.session_epoch == 0 and f.response_session_id == 0 and f.error_code == 0
-                   and not f.is_follower and first <= f.received_ts and f.ts <= last)
+                   and not f.is_follower and first - slack <= f.received_ts and f.ts <= last + slack)
 
 
 @pytest.mark.parametrize("capture", per_capture("test_every_refused_session_is_a_cache_full_finding_for_its_client"))
@@ -83,7 +84,14 @@ def test_every_refused_session_is_a_cache_full_finding_for_its_client(capture):
     for f in analyze_json(capture)["findings"]:
         if f["code"] == "CACHE_FULL":
             mine[(f["broker"], f["client_id"])] += f["count"]
-    assert mine == theirs
+    # a refusal answered within a log tick of the capture's edges may be on either side of it
+    at_least, at_most = refusals_by_client(run, -BOUNDARY_S), refusals_by_client(run, +BOUNDARY_S)
+    if at_least == at_most:
+        assert mine == theirs
+    else:
+        wrong = {k: (mine[k], at_least[k], at_most[k]) for k in mine.keys() | at_most.keys()
+                 if not at_least[k] <= mine[k] <= at_most[k]}
+        assert not wrong, f"CACHE_FULL count (fetchtool, Kafka's refusals at least, at most): {wrong}"
 
 
 @pytest.mark.parametrize("capture", per_capture("test_fetchtool_sees_no_more_live_sessions_than_kafkas_cache_held"))

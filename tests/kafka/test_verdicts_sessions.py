@@ -139,20 +139,33 @@ def sessions_text(capture: Path) -> str:
                           text=True, timeout=600, check=True, env={**os.environ, "COLUMNS": "250"}).stdout
 
 
+def near_edge(run: br.RecordedRun, *times: float) -> bool:
+    """A log time within a log tick or two of the capture's first or last packet: the wire may or may not hold it
+    (log4j prints milliseconds, truncated). Such items are left out on both sides."""
+    first, last = run.window
+    return any(abs(t - first) < BOUNDARY_S or abs(t - last) < BOUNDARY_S for t in times)
+
+
+def edge_sessions(run: br.RecordedRun) -> set[tuple[str, int]]:
+    return {(run.node_broker[c.node], c.session_id) for c in run.record.all_created if near_edge(run, c.ts)}
+
+
 def logged_sessions(run: br.RecordedRun) -> dict[tuple[str, int], br.SessionCreated]:
-    """(broker, id) -> Kafka's creation line, for sessions created inside the capture window."""
+    """(broker, id) -> Kafka's creation line, for sessions created inside the capture window (not at its edge)."""
     first, last = run.window
     out = {}
     for c in run.record.all_created:
-        if first <= c.ts <= last:
+        if first <= c.ts <= last and not near_edge(run, c.ts):
             out[(run.node_broker[c.node], c.session_id)] = c
     return out
 
 
 def logged_errors(run: br.RecordedRun, code: int) -> list[br.FetchRecord]:
-    """The Fetch responses Kafka's request log shows with top-level error `code`, inside the capture window."""
+    """The Fetch responses Kafka's request log shows with top-level error `code`, inside the capture window (not
+    at its edge)."""
     first, last = run.window
-    return [f for f in run.record.fetches if f.error_code == code and first <= f.received_ts and f.ts <= last]
+    return [f for f in run.record.fetches if f.error_code == code and first <= f.received_ts and f.ts <= last
+            and not near_edge(run, f.received_ts, f.ts)]
 
 
 @lru_cache(maxsize=None)
@@ -184,7 +197,7 @@ def test_fetchtool_finds_exactly_the_sessions_kafka_created(capture):
     run = run_of(capture)
     theirs = set(logged_sessions(run))
     mine = {k for k, lives in fetchtool_sessions(capture).items()
-            if any(not s["started_before_capture"] for s in lives)}
+            if any(not s["started_before_capture"] for s in lives)} - edge_sessions(run)
     assert mine == theirs, (f"fetchtool only: {sorted(mine - theirs)[:10]}; "
                             f"Kafka only: {sorted(theirs - mine)[:10]} (of {len(theirs)} created)")
 
@@ -407,16 +420,20 @@ def test_every_session_error_kafka_answered_is_a_finding(capture):
                        (106, "FETCH_SESSION_TOPIC_ID_ERROR")):
         logged = logged_errors(run, code)
         theirs = Counter((f.broker, f.client, f.session_id) for f in logged)
+        at_edge = {f.key for f in run.record.fetches if f.error_code == code and near_edge(run, f.received_ts, f.ts)}
+        rows = {r["request_frame"]: r for r in decode_rows(capture)}
         mine = Counter()
         for f in findings(capture, name):
+            row = rows.get(f["request_frame"])
+            if row is not None and (row["client"], row["correlation_id"]) in at_edge:
+                continue
             mine[(f["broker"], f["client"], f["session_id"])] += f.get("count", 1)
         assert mine == theirs, f"{name}: fetchtool {dict(mine)} vs Kafka's request log {dict(theirs)}"
         # the frame a finding points to is the request Kafka answered with that error
         if logged:
-            rows = {r["request_frame"]: r for r in decode_rows(capture)}
             for f in findings(capture, name):
                 row = rows[f["request_frame"]]
-                assert (row["client"], row["correlation_id"]) in {x.key for x in logged}, (f, row)
+                assert (row["client"], row["correlation_id"]) in {x.key for x in logged} | at_edge, (f, row)
 
 
 def check_evicted_causes(capture: Path, told_cache: bool) -> None:
