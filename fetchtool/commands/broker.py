@@ -2,7 +2,7 @@
 sessions, driven by fetchtool's own session engine.
 
 Real clients (kafka-python, confluent-kafka, aiokafka) can produce and
-consume with manual partition assignment. Fetch v4-17 goes through the same
+consume with manual partition assignment. Fetch v4-18 goes through the same
 session engine as `simulate` and `replay`: session ids, epochs, errors
 70/71/106 and evictions behave as in Apache Kafka. Prints
 `listening on HOST:PORT` on stdout when ready, logs sessions created,
