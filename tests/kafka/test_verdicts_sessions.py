@@ -42,7 +42,15 @@ EVICTION_TIMED_BY_REQUEST = (
     "53698313's request frame 9098 at 783.844 (response 9158 at 784.848, creationMs 784.844) precedes the victim "
     "155062128's last successful request (frame 9141 at 784.654, answered at 785.655), so the 'newer session "
     "created between the victim's last success and its error' window misses it")
+CREATED_AT_REQUEST = (
+    "fetchtool's created_ts is the creating full fetch's request time; Kafka creates the session (FetchSession "
+    "creationMs) when it builds the response, after the long poll: {n} of {m} sessions differ by more than 20 ms "
+    "(up to {worst} s earlier). This is what hides the java-evictions evictions (see EVICTION_TIMED_BY_REQUEST)")
 KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
+    **{("test_each_session_is_dated_when_kafka_created_it", name): CREATED_AT_REQUEST.format(n=n, m=m, worst=w)
+       for name, n, m, w in (("cluster-followers", 3, 5, 0.511), ("java-broker-restart", 4, 6, 0.527),
+                             ("java-evictions", 11, 12, 1.073), ("java-rebalance", 3, 3, 0.51),
+                             ("java-stale-eviction", 9, 10, 1.045), ("platformatic-churn", 31, 32, 0.516))},
     ("test_sessions_end_the_way_kafka_ended_them", "java-broker-restart"): (
         "fetchtool ends the 3 sessions created before the SIGKILL as 'closed' by the client's (id, 0) request sent "
         "after the restart (~20 s later); Kafka lost them with the killed broker: the restarted node's log shows "
@@ -201,6 +209,21 @@ def test_fetchtool_finds_exactly_the_sessions_kafka_created(capture):
             if any(not s["started_before_capture"] for s in lives)} - edge_sessions(run)
     assert mine == theirs, (f"fetchtool only: {sorted(mine - theirs)[:10]}; "
                             f"Kafka only: {sorted(theirs - mine)[:10]} (of {len(theirs)} created)")
+
+
+@pytest.mark.parametrize("capture", per_capture("test_each_session_is_dated_when_kafka_created_it"))
+def test_each_session_is_dated_when_kafka_created_it(capture):
+    """created_ts within 20 ms of Kafka's creationMs: the eviction causes compare creation times with a victim's
+    last successful request, so a session dated by its request (up to fetch.max.wait.ms early) looks older than
+    it is."""
+    run = run_of(capture)
+    mine = fetchtool_sessions(capture)
+    off = {}
+    for key, created in logged_sessions(run).items():
+        for s in mine.get(key, []):
+            if s["created_ts"] is None or abs(s["created_ts"] - created.creation_ms / 1000) > 0.02:
+                off[key] = (s["created_ts"], created.creation_ms / 1000)
+    assert not off, f"{len(off)} sessions dated (fetchtool, Kafka creationMs): {list(off.items())[:3]}"
 
 
 @pytest.mark.parametrize("capture", per_capture("test_each_session_belongs_to_the_connection_kafka_gave_it_to"))
