@@ -7,6 +7,7 @@ fetchtool.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections import defaultdict
@@ -29,17 +30,31 @@ def _decode_as(ports) -> list[str]:
 
 
 def tshark_frames(tshark: str, path, ports) -> dict[int, dict[str, list[str]]]:
-    """frame number -> field -> every value tshark shows for it in that frame (in order)."""
+    """frame number -> field -> every value tshark shows for it in that frame (in order).
+
+    JSON, not `-T fields`: tshark misreads Fetch v17-v18 bodies (it knows up to v16) into strings of raw bytes,
+    newlines and separators included, which only an escaped format keeps apart from the next frame.
+    """
     out = subprocess.run(
-        [tshark, "-2", "-n", "-r", str(path), *_decode_as(ports), "-Y", "kafka", "-T", "fields",
-         "-E", "occurrence=a", "-E", "aggregator=|", *[a for f in TSHARK_FIELDS for a in ("-e", f)]],
-        capture_output=True, text=True, check=True).stdout
+        [tshark, "-2", "-n", "-r", str(path), *_decode_as(ports), "-Y", "kafka", "-T", "json",
+         *[a for f in TSHARK_FIELDS for a in ("-e", f)]],
+        capture_output=True, check=True).stdout.decode("utf-8", "replace")
     frames = {}
-    for line in out.splitlines():
-        cols = line.split("\t")
-        row = {f: (c.split("|") if c else []) for f, c in zip(TSHARK_FIELDS, cols)}
+    for packet in json.loads(out or "[]"):
+        layers = packet["_source"]["layers"]
+        # A field shown once with an empty value (an empty rack id) reads as no value, as `-T fields` printed it.
+        row = {f: [str(v) for v in layers.get(f, [])] for f in TSHARK_FIELDS}
+        row = {f: ([] if v == [""] else v) for f, v in row.items()}
         frames[int(row["frame.number"][0])] = row
     return frames
+
+
+def tshark_opened_pairs(tshark: str, path) -> set[tuple[str, str]]:
+    """(client, server) "ip:port" pairs of every connection whose opening SYN the capture holds."""
+    out = subprocess.run([tshark, "-n", "-r", str(path), "-Y", "tcp.flags.syn == 1 && tcp.flags.ack == 0",
+                          "-T", "fields", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e", "tcp.dstport"],
+                         capture_output=True, text=True, check=True).stdout
+    return {(f"{a}:{b}", f"{c}:{d}") for a, b, c, d in (line.split("\t") for line in out.splitlines() if line)}
 
 
 @dataclass
