@@ -107,8 +107,12 @@ def free_port() -> int:
 
 
 def random_cluster_id() -> str:
-    """Kafka's Uuid text form: base64url of 16 random bytes, unpadded."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """Kafka's Uuid text form: base64url of 16 random bytes, unpadded; like Kafka's Uuid.randomUuid, never one
+    that starts with '-', which the storage tool's command line would read as an option."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 def classpath() -> str:
@@ -351,7 +355,9 @@ class LoopbackCapture:
         if not os.access(self.tcpdump, os.X_OK):
             raise KafkaUnavailable(f"no tcpdump at {self.tcpdump} (apt-get install tcpdump)")
         flt = "tcp and (" + " or ".join(f"port {p}" for p in self.ports) + ")"
-        self.proc = subprocess.Popen([self.tcpdump, "-i", "lo", "-n", "-s", "0", "-U", "-Z", "root", "-w",
+        # --immediate-mode: libpcap's block buffering otherwise loses the last second when tcpdump is stopped.
+        self.proc = subprocess.Popen([self.tcpdump, "-i", "lo", "-n", "-s", "0", "-U", "--immediate-mode", "-B",
+                                      "32768", "-Z", "root", "-w",
                                       str(self.path), flt], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)
         line = self.proc.stderr.readline() if self.proc.stderr else ""

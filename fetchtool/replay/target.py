@@ -106,11 +106,15 @@ class ClusterView:
 
 
 def not_ready(body: FetchResponseBody, asked: Iterable[tuple[str, int]] = ()) -> list[tuple[str | None, int, int]]:
-    """(topic, partition, error) of every partition a probing Fetch found without a leader (or not yet known);
-    a partition `asked` for that the response leaves out is not ready either (error -1)."""
+    """(topic, partition, error) of every partition a probing Fetch found without a leader (or not yet known).
+    A partition `asked` for that an erroneous response leaves out is not ready either (its code: Kafka answers a
+    topic id it does not know yet with a top-level error and no partitions); one left out of an answer without
+    error is taken as ready, since brokers such as tansu only answer partitions that have data."""
     waiting = [(p.topic, p.partition, p.error_code) for p in body.partitions if p.error_code in NOT_READY]
+    if not body.error_code:
+        return waiting
     answered = {(p.topic, p.partition) for p in body.partitions}
-    return waiting + [(t, p, -1) for t, p in asked if (t, p) not in answered]
+    return waiting + [(t, p, body.error_code) for t, p in asked if (t, p) not in answered]
 
 
 class _Admin:

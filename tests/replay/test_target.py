@@ -36,9 +36,11 @@ def test_only_the_topics_the_replay_created_are_filled_up_to_the_rebased_capture
 def test_a_partition_is_ready_once_it_has_a_leader_whatever_else_it_answers():
     parts = [resp("orders", 0, error=6), resp("orders", 1, error=100), resp("orders", 2, error=1), resp("orders", 3)]
     assert not_ready(FetchResponseBody(partitions=tuple(parts))) == [("orders", 0, 6), ("orders", 1, 100)]
-    # a partition the response leaves out (its topic id not known to the broker yet) is not ready either
+    # a partition an erroneous answer leaves out (its topic id not known to the broker yet) is not ready either
     asked = [("orders", 2), ("orders", 3), ("orders", 4)]
-    assert not_ready(FetchResponseBody(partitions=tuple(parts[2:])), asked) == [("orders", 4, -1)]
+    assert not_ready(FetchResponseBody(error_code=-1, partitions=tuple(parts[2:])), asked) == [("orders", 4, -1)]
+    # tansu answers only the partitions that have data, without error: the others are not held back
+    assert not_ready(FetchResponseBody(partitions=tuple(parts[2:])), asked) == []
 
 
 def _consumer_from_offset_1000(version: int):
