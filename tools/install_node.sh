@@ -15,7 +15,7 @@ have() { [ -x "$NODE" ] && [ -f "$PREFIX/node_modules/platformatic-old/package.j
 if have; then
   echo "install_node: already installed in $PREFIX"
 else
-  (cd "$PREFIX" && npm install --no-audit --no-fund --loglevel=warn)
+  (cd "$PREFIX" && npm install --no-audit --no-fund --loglevel=error)  # npm itself runs on the system Node 20: its EBADENGINE warnings are noise
 fi
 ver() { "$NODE" -e "console.log(require('$1/package.json').version)"; }
 cd "$PREFIX"
