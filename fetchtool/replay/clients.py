@@ -140,3 +140,17 @@ class ClientModel:
         if self.behaviour == SESSION or self.mode == ON:
             self.handler.handle_error()
 
+
+
+def answer_reached_client(fetches: list[PlannedFetch], j: int) -> bool:
+    """Whether the client got the answer to ``fetches[j]``, whose response the capture does not have.
+
+    Kafka's client closes the connection on a request timeout, and a lost connection fails the fetch in flight
+    (AbstractFetch.handleFetchFailure: the next request is (id, 0)). So an unanswered fetch that ends its
+    connection failed. One the client followed on the same connection was answered and the capture missed the
+    answer, unless the client's next request restarted its session with (id, 0) as after a failure.
+    """
+    if j + 1 >= len(fetches):
+        return False
+    after = fetches[j + 1]
+    return not (after.epoch == 0 and after.session_id != 0)

@@ -120,10 +120,17 @@ class ClientStream:
     behaviour: str
     is_follower: bool
     fetches: list[PlannedFetch] = field(default_factory=list)
+    # The stream of the same client's previous connection to this broker, when this one carries its fetch session
+    # on (Kafka's consumer keeps one FetchSessionHandler per broker node across reconnects): see link_reconnects.
+    follows: int | None = None
 
     @property
     def label(self) -> str:
         return f"{self.client} ({self.client_id})" if self.client_id else self.client
+
+    @property
+    def host(self) -> str:
+        return self.client.rsplit(":", 1)[0]
 
 
 @dataclass(slots=True)
@@ -365,7 +372,48 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
                               else (t_req, 2, f.t_ms, RESPONSE, i, j))
     events.sort()
     timeline = [(t_ms, phase, i, j) for _t, _o, t_ms, phase, i, j in events]
+    link_reconnects(streams)
     return ReplayPlan(start_ts, ms(end_ts), streams, topics, timeline, skipped, interned)
+
+
+def session_after(fetch: PlannedFetch) -> int:
+    """The session id the captured client holds after this exchange, by FetchSessionHandler's rules: a failed or
+    unanswered request keeps it (the next request is (id, 0)), a 70 or a response without one drops it."""
+    if fetch.error_code is None:
+        return fetch.session_id
+    if fetch.error_code:
+        return 0 if fetch.error_code == 70 else fetch.session_id
+    return fetch.response_session_id or 0
+
+
+def link_reconnects(streams: list[ClientStream]) -> None:
+    """Set ``follows`` on each stream that is a client's next connection to the same broker.
+
+    A client is what analyze calls one: its host and client id. Kafka's consumer keeps one FetchSessionHandler
+    per broker node for its whole life, so after a lost connection it goes on with the session it held. A
+    connection follows an earlier one of the same client when it starts after that one ended, that one did not
+    close its session (epoch -1: the client was closed), and the capture shows the session carried over: the new
+    connection's first request names the session id the client held (or both hold none). A client restarted
+    under the same id starts again from (0, 0) and is not linked.
+    """
+    def key(s: ClientStream) -> tuple:
+        return s.host, s.client_id, s.broker, s.is_follower, s.behaviour
+
+    def end(s: ClientStream) -> int:
+        last = s.fetches[-1]
+        return max(last.t_ms, last.response_t_ms or 0)
+
+    tails: dict[tuple, list[ClientStream]] = {}   # per client: the last stream of each chain so far
+    for s in sorted(streams, key=lambda s: (s.fetches[0].t_ms, s.index)):
+        chains = tails.setdefault(key(s), [])
+        first = s.fetches[0]
+        candidates = [t for t in chains if end(t) <= first.t_ms and not (t.behaviour == SESSION and
+                      t.fetches[-1].epoch == -1) and session_after(t.fetches[-1]) == first.session_id]
+        if candidates:
+            before = max(candidates, key=end)   # the connection that ended last
+            s.follows = before.index
+            chains.remove(before)
+        chains.append(s)
 
 
 def _us(seconds: float) -> int:

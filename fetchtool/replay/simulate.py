@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from fetchtool.analysis.savings_size import VersionSizes, version_sizes
-from fetchtool.replay.clients import AS_CAPTURED, ClientModel
+from fetchtool.replay.clients import AS_CAPTURED, ClientModel, answer_reached_client
 from fetchtool.replay.plan import REQUEST, ReplayPlan
 from fetchtool.replay.tally import Tally, totals_by_broker
 from fetchtool.sessions.cache import (DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS, FetchSessionCache,
@@ -126,7 +126,16 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
     topic_names = {t.topic_id: name for name, t in plan.topics.items() if t.topic_id is not None}
     streams = plan.streams
     mine = [s.broker in managers for s in streams]
-    models = [ClientModel(s.behaviour, sessions, interned=plan.keys) if m else None for s, m in zip(streams, mine)]
+    # One model (one FetchSessionHandler) per client and broker: a stream that carries on an earlier connection
+    # of the same client (plan.link_reconnects) goes on with that connection's model.
+    models: list[ClientModel | None] = []
+    by_first: dict[int, ClientModel] = {}   # the first connection's stream index -> the client's model
+    for s, m in zip(streams, mine):
+        first = _first_connection(streams, s.index)
+        model = by_first.get(first) if m else None
+        if m and model is None:
+            model = by_first[first] = ClientModel(s.behaviour, sessions, interned=plan.keys)
+        models.append(model)
     tallies = [Tally() if m else None for m in mine]
     owners: dict[tuple[str, int], int] = {}  # (broker, live session id) -> stream index
     evicted_by: Counter = Counter()
@@ -136,6 +145,9 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
     new_context = [managers[s.broker].new_context if m else None for s, m in zip(streams, mine)]
     requests = [m.request_parts if m else None for m in models]
     responses = [m.response if m else None for m in models]
+    failures = [m.error if m else None for m in models]
+    reconnected = {s.index for s in streams if s.follows is not None}
+    lost = [0] * len(streams)   # per stream: answers the client never got
     follower = [s.is_follower for s in streams]
     stream_rng = [rngs.get(s.broker) for s in streams]
     sizes = _Sizes()
@@ -146,15 +158,23 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
             continue
         if phase == REQUEST:
             fetch = fetches[i][j]
+            if j == 0 and i in reconnected and not fetch.incremental:
+                # The client's previous connection was lost under its fetch in flight: Kafka's client failed that
+                # fetch (handleError), so it opens this one with (id, 0), or (0, 0) if it held no session.
+                failures[i]()
             metadata, fetch_data, to_forget = requests[i](fetch)
             ctx = new_context[i](t_ms, fetch.version, metadata, follower[i], fetch_data, to_forget, topic_names)
             if fetch.response_t_ms is not None:
                 pending[(i, j)] = (ctx, len(fetch_data), len(to_forget))
                 continue
             sent, forgot = len(fetch_data), len(to_forget)
+            # No captured response: the broker still handles the request now (it reached the broker), but the
+            # answer may never have reached the client.
+            delivered = answer_reached_client(fetches[i], j)
         else:
             ctx, sent, forgot = pending.pop((i, j))
             fetch = fetches[i][j]
+            delivered = True
         # The response: the context answers from the plan's reads, the captured log state at this exchange.
         # They cover exactly the client's wanted partitions: a full or sessionless request sent them all, so they
         # are given as they are; an incremental context looks each session partition up in them, so the
@@ -163,7 +183,9 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
         tally = tallies[i]
         kind = ctx.kind
         throttle = fetch.throttle_time_ms
-        if throttle and not fetch.response_partitions and kind != "error":
+        if throttle and not fetch.response_partitions:
+            # The captured broker throttled this fetch: Kafka then answers getThrottledResponse, empty, with no
+            # session created; a session error context answers (NONE, session 0) too (KafkaApis, Kafka 4.3.1).
             outcome = ctx.throttled_response(throttle)
         elif kind == "incremental":
             outcome = ctx.update_and_generate_response(t_ms, fetch.reads)
@@ -182,12 +204,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                 outcome = ctx.update_and_generate_response(t_ms, reads)
         err = outcome.error_code
         session_id = outcome.session_id
-        if err:
-            tally.errors[err] += 1
-        if kind == "incremental":
-            if not err:
-                tally.incremental += 1
-        elif kind == "full" and session_id:
+        if kind == "full" and session_id:
             tally.sessions_created += 1
             broker = streams[i].broker
             owners[(broker, session_id)] = i
@@ -197,17 +214,26 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                     if victim is not None:
                         tallies[victim].evictions += 1
                     evicted_by[i] += 1
-        parts = outcome.partitions
-        records = 0
-        for _k, r in parts:
-            records += r.records_size
-        tally.records_bytes += records
         v = fetch.version
         vs = sizes[v]
         request_bytes = ((fetch.request_bytes or 0) + (sent - fetch.sent) * vs.req_partition
                          + (forgot - fetch.forgotten) * vs.forgot_partition)
         if request_bytes > 0:
             tally.request_bytes += request_bytes
+        if not delivered:
+            # The broker's session state moved on, the client saw a failure: counted as a request only.
+            lost[i] += 1
+            failures[i]()
+            continue
+        if err:
+            tally.errors[err] += 1
+        elif kind == "incremental":
+            tally.incremental += 1
+        parts = outcome.partitions
+        records = 0
+        for _k, r in parts:
+            records += r.records_size
+        tally.records_bytes += records
         response_bytes = fetch.response_bytes
         if response_bytes is not None:
             response_bytes += ((len(parts) - (fetch.response_partitions or 0)) * vs.resp_partition
@@ -216,12 +242,20 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                 tally.response_bytes += response_bytes
         responses[i](v, err, session_id, outcome.throttle_time_ms, parts)
 
-    # Every planned fetch is requested once and answered once (at its captured response time, or at once when
-    # the capture has no response), so the two counts are the stream's fetch count.
-    for tally, stream_fetches in zip(tallies, fetches):
+    # Every planned fetch is requested once; each is answered (at its captured response time, or at once when
+    # the capture has no response) unless the client never got the answer.
+    for tally, stream_fetches, stream_lost in zip(tallies, fetches, lost):
         if tally is not None:
-            tally.requests = tally.responses = len(stream_fetches)
+            tally.requests = len(stream_fetches)
+            tally.responses = len(stream_fetches) - stream_lost
     return tallies, evicted_by
+
+
+def _first_connection(streams, i: int) -> int:
+    """The stream of the first connection of stream ``i``'s client to its broker (plan.link_reconnects)."""
+    while streams[i].follows is not None:
+        i = streams[i].follows
+    return i
 
 
 _Part = tuple  # (tallies by stream index, None for streams left out; evictions caused by stream index)
