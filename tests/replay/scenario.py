@@ -7,7 +7,7 @@ known eviction); the scenario captures made with `fetchtool synth` cover the res
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fetchtool.exchange import Exchange, ForgottenPartition, RequestPartition, ResponsePartition
 
@@ -36,8 +36,9 @@ class Consumer:
 
     def fetch(self, t: float, session_id: int, epoch: int, partitions: list, response: list | None = None, *,
               forgotten: tuple = (), error: int = 0, response_session_id: int = 0, rtt: float = 0.002,
-              records: int = 0) -> Exchange:
-        """One exchange at time t (seconds). `response` None: answer every sent partition with no data."""
+              records: int = 0, answered: bool = True, throttle_ms: int = 0) -> Exchange:
+        """One exchange at time t (seconds). `response` None: answer every sent partition with no data.
+        `answered` False: the capture has the request only. `throttle_ms`: the broker throttled the client."""
         self._corr += 1
         if response is None:
             response = [] if error else [resp(p.topic, p.partition, hw=p.fetch_offset) for p in partitions]
@@ -53,6 +54,11 @@ class Consumer:
             forgotten_partitions=tuple(ForgottenPartition(*f) if isinstance(f, tuple) else f for f in forgotten),
             response_partitions=tuple(response),
         )
+        if throttle_ms:
+            ex = replace(ex, throttle_time_ms=throttle_ms)
+        if not answered:
+            ex = replace(ex, response_frame=None, response_ts=None, error_code=None, response_session_id=None,
+                         throttle_time_ms=None, response_bytes=None, response_partitions=None)
         self.exchanges.append(ex)
         return ex
 
