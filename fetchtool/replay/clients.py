@@ -87,7 +87,9 @@ class ClientModel:
                 self._wanted, self._summary = wanted, None
                 self._data = {w.key: w.data for w in wanted}
             return (FetchMetadata.INITIAL if behaviour == ALWAYS_NEW else FetchMetadata.LEGACY), self._data, []
-        if fetch.epoch == -1 and fetch.session_id != 0 and self.mode == AS_CAPTURED:   # the capture closed: (id, -1)
+        if fetch.epoch == -1 and self.mode == AS_CAPTURED:
+            # The capture closed: Kafka's consumer closes whatever session its handler holds, (id, -1), or sends
+            # (0, -1) when it holds none; the simulated handler may hold one the captured client did not.
             self.handler.notify_close()
         if wanted is not self._wanted or self._summary is None:
             self._wanted = wanted

@@ -19,12 +19,12 @@ import multiprocessing
 import os
 import random
 import threading
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from fetchtool.analysis.savings_size import VersionSizes, version_sizes
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel, answer_reached_client
-from fetchtool.replay.plan import REQUEST, ReplayPlan
+from fetchtool.replay.plan import REQUEST, RESPONSE, ReplayPlan
 from fetchtool.replay.tally import Tally, totals_by_broker
 from fetchtool.sessions.cache import (DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS, FetchSessionCache,
                                       SessionEvicted)
@@ -153,28 +153,49 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
     sizes = _Sizes()
     every = all(mine)
 
-    for t_ms, phase, i, j in plan.timeline:
+    # Kafka reads a connection's next request only once it has answered the one before (the channel is muted
+    # meanwhile), so a request the client sent during a long poll (a consumer's close, a second fetch of one
+    # session) is built by the client when the capture shows it, but handled by the broker after that answer.
+    busy = [-1] * len(streams)   # per stream: captured time of the answer the broker is working on, or -1
+    waiting: list[deque] = [deque() for _ in streams]   # per stream: (j, request parts) sent, not yet read
+    deferred: list[tuple[int, int, int, int]] = []
+
+    for t_ms, phase, i, j in _with_deferred(plan.timeline, deferred):
         if not every and not mine[i]:
             continue
-        if phase == REQUEST:
+        if phase == RESPONSE:
+            ctx, sent, forgot = pending.pop((i, j))
             fetch = fetches[i][j]
-            if j == 0 and i in reconnected and not fetch.incremental:
-                # The client's previous connection was lost under its fetch in flight: Kafka's client failed that
-                # fetch (handleError), so it opens this one with (id, 0), or (0, 0) if it held no session.
-                failures[i]()
-            metadata, fetch_data, to_forget = requests[i](fetch)
+            delivered = True
+            busy[i] = -1
+            if waiting[i]:
+                deferred.append((t_ms, _READ, i, 0))
+        else:
+            if phase == REQUEST:
+                fetch = fetches[i][j]
+                if j == 0 and i in reconnected and not fetch.incremental:
+                    # The client's previous connection was lost under its fetch in flight: Kafka's client failed
+                    # that fetch (handleError), so it opens this one with (id, 0), or (0, 0) if it held none.
+                    failures[i]()
+                parts = requests[i](fetch)
+                if busy[i] >= 0 and (fetch.response_t_ms is None or fetch.response_t_ms >= busy[i]):
+                    waiting[i].append((j, parts))
+                    continue
+            else:   # _READ: the broker reads a request that waited for the answer before it
+                j, parts = waiting[i].popleft()
+                fetch = fetches[i][j]
+            metadata, fetch_data, to_forget = parts
             ctx = new_context[i](t_ms, fetch.version, metadata, follower[i], fetch_data, to_forget, topic_names)
             if fetch.response_t_ms is not None:
                 pending[(i, j)] = (ctx, len(fetch_data), len(to_forget))
+                busy[i] = fetch.response_t_ms
                 continue
             sent, forgot = len(fetch_data), len(to_forget)
             # No captured response: the broker still handles the request now (it reached the broker), but the
             # answer may never have reached the client.
             delivered = answer_reached_client(fetches[i], j)
-        else:
-            ctx, sent, forgot = pending.pop((i, j))
-            fetch = fetches[i][j]
-            delivered = True
+            if waiting[i]:
+                deferred.append((t_ms, _READ, i, 0))
         # The response: the context answers from the plan's reads, the captured log state at this exchange.
         # They cover exactly the client's wanted partitions: a full or sessionless request sent them all, so they
         # are given as they are; an incremental context looks each session partition up in them, so the
@@ -249,6 +270,18 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
             tally.requests = len(stream_fetches)
             tally.responses = len(stream_fetches) - stream_lost
     return tallies, evicted_by
+
+
+_READ = -1   # a timeline phase of simulate's own: the broker reads a request that waited (see _simulate)
+
+
+def _with_deferred(timeline, deferred: list):
+    """The plan's timeline, with the events the loop defers (appended to ``deferred``) right after the event
+    that deferred them."""
+    for event in timeline:
+        yield event
+        while deferred:
+            yield deferred.pop()
 
 
 def _first_connection(streams, i: int) -> int:
