@@ -206,3 +206,35 @@ def test_the_stale_eviction_capture_links_the_paused_consumer_to_its_return():
     sim = simulate(plan, SimConfig(8, 8))
     assert sim.totals.evictions == 1 and dict(sim.totals.errors) == {}
     assert sim.streams[back.follows].evictions == 1 and sim.streams[back.index].sessions_created == 1
+
+
+def test_a_close_sent_during_a_long_poll_frees_its_slot_only_once_the_poll_is_answered():
+    # Kafka reads a connection's next request only after answering the one before. "leaving" closes its session
+    # at t=10.5 while its fetch waits until t=11; "newcomer" asks for a session at t=10.7, answered at t=10.8:
+    # the slot is still taken then, and the broker refused it, as the capture shows.
+    leaving = Consumer("10.0.0.1:40001", conn=1, client_id="leaving")
+    leaving.fetch(0.0, 0, 0, [req("orders", 0)], response_session_id=101)
+    leaving.fetch(10.0, 101, 1, [], response=[], response_session_id=101, rtt=1.0)
+    leaving.fetch(10.5, 101, -1, [], response=[], rtt=0.501)
+    newcomer = Consumer("10.0.0.2:40002", conn=2, client_id="newcomer")
+    newcomer.fetch(10.7, 0, 0, [req("orders", 1)], rtt=0.1)
+    newcomer.fetch(12.0, 0, 0, [req("orders", 1)], response_session_id=202)
+    newcomer.fetch(13.0, 202, 1, [], response=[], response_session_id=202)
+    plan = build_plan(leaving.exchanges + newcomer.exchanges)
+    result = simulate(plan, SimConfig(cache_slots=1, cache_shards=1))
+    assert result.totals.to_json() == captured_counts(plan).totals.to_json()
+    assert (result.streams[1].sessions_created, result.streams[1].incremental) == (1, 1)
+
+
+def test_simulating_java_evictions_with_its_own_cache_gives_what_kafka_did():
+    # Kafka 4.3.1, 8 slots in 8 shards: its log has 12 sessions created and 4 size-evictions (of java-small-0,
+    # -3, -4 and -5 by the four wide consumers), each victim's next fetch a 70. The small consumers close while
+    # a fetch is in flight: their closes are read after it, and a (0, -1) close creates no session.
+    plan = load_plan([CAPTURES / "java-evictions.pcap"])[0]
+    result = simulate(plan, SimConfig(8, 8))
+    assert result.totals.to_json() == captured_counts(plan).totals.to_json()
+    assert (result.totals.sessions_created, result.totals.evictions, dict(result.totals.errors)) == (12, 4, {70: 4})
+    victims = {s.client_id for s in plan.streams if result.streams[s.index].evictions}
+    assert victims == {"java-small-0", "java-small-3", "java-small-4", "java-small-5"}
+    assert {s.client_id for s in plan.streams if result.evicted_by[s.index]} == {
+        "java-wide2", "java-wide3", "java-wide4", "java-wide5"}
