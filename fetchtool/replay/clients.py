@@ -45,7 +45,8 @@ def effective_behaviour(captured: str, mode: str, version: int) -> str:
 
 
 class ClientModel:
-    """One client stream's request choices (its handler stands for one client's session with one broker)."""
+    """One client's request choices towards one broker (its handler stands for the client's session with that
+    broker; simulate gives one model to all of a client's linked connections, plan.link_reconnects)."""
 
     __slots__ = ("behaviour", "mode", "handler", "keys", "tps", "last_full", "interned", "_drives", "_wanted",
                  "_data", "_summary")

@@ -9,7 +9,8 @@ offsets, errors and records sizes).
 
 The session behaviour of each stream is classified from the capture (`SESSION`, `ALWAYS_NEW`, `SESSIONLESS`),
 so that simulate and replay drive the client as it behaved: a client that ignored the session id the broker gave
-it (the old Sarama bug) keeps sending (0, 0); a sessionless client stays sessionless.
+it (the old Sarama bug) keeps sending (0, 0); a sessionless client stays sessionless. A stream that is the same
+client's next connection to the same broker, carrying its session on, names the stream it follows.
 """
 
 from __future__ import annotations

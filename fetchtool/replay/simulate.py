@@ -2,7 +2,8 @@
 
 Sans-IO and deterministic: the plan's timeline (requests and responses in captured time order) drives one
 FetchManager + FetchSessionCache per broker with the configuration under test, and one ClientModel per client
-stream (FetchSessionHandler for session clients). The broker's reads come from the plan: the captured high
+and broker, kept across the client's reconnections as Kafka's consumer keeps its FetchSessionHandler
+(FetchSessionHandler for session clients). The broker's reads come from the plan: the captured high
 watermarks, log start offsets, errors and records sizes of each partition at each exchange. The engine decides
 everything else: which sessions exist, which get evicted, which requests fail with 70/71, which partitions an
 incremental response carries.
