@@ -34,6 +34,11 @@ ADVICE: dict[tuple[str, str | None], str] = {
         f"Raise {SLOTS} on the broker (default 1000, divided into 8 shards of 125 since Kafka 3.8) and fix the "
         f"clients named in EVICTION_PRESSURE that create sessions fastest; watch {METER}."
     ),
+    ("FETCH_SESSION_ID_NOT_FOUND", "evicted_stale"): (
+        "The client left its session unused for over 120 s (Kafka's minimum eviction time), so the next new "
+        "session in its shard took the slot: look at that client (a paused or stuck consumer, a long GC pause, "
+        "a poll loop blocked by processing); the cache size is not the cause. The client recovers with a full fetch."
+    ),
     ("FETCH_SESSION_ID_NOT_FOUND", "broker_restart"): (
         "Sessions live only in broker memory, so one such error per client after a broker restart is expected "
         "and self-healing; check the broker's logs for the restart or failover at this time if it was unplanned."

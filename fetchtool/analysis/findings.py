@@ -9,13 +9,14 @@ first frames, so a capture gives one finding per problem, not one alarm per fetc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fetchtool.sessions.errors import error_name
 
 from .advice import SEVERITY, advice
 from .causes import LATER, NotFoundResolver, PendingError, epoch_cause
-from .model import FULL_CREATE, INCREMENTAL, SESSIONLESS, SNAPSHOT, Finding
+from .model import ALIVE, CLOSED, EVICTED, FULL_CREATE, INCREMENTAL, LOST, SESSIONLESS, SNAPSHOT, Finding
+from .shadow import infer
 from .tracker import Observation, SessionTracker
 
 MAX_FRAMES = 20
@@ -256,20 +257,19 @@ class FindingsEngine:
     # -- end of capture ------------------------------------------------------------------------------------
     def finish(self, tracker: SessionTracker) -> list[Finding]:
         resolver = NotFoundResolver(tracker.brokers, tracker.sessions, self.cache_slots, self.cache_shards)
+        self._shadow_caches(resolver, tracker)
         evicted: dict[str, list] = {}
         for p in self.pending_70:
             c = resolver.cause(p)
             s = p.session
-            if p.session.end_reason == "FETCH_SESSION_ID_NOT_FOUND" or s.end in ("lost",):
-                if c.cause == "evicted":
-                    s.end, s.end_reason = "evicted", c.detail
-                elif c.cause == "broker_restart":
-                    s.end_reason = "broker restart"
-            if c.cause == "evicted":
+            if c.cause == "broker_restart" and s.end == LOST:
+                s.end_reason = "broker restart"
+            if c.cause == "evicted" and c.eviction.reason != "stale":
                 evicted.setdefault(s.broker, []).append((p, c))
             msg = (f"Incremental fetch of session {s.session_id} (epoch {p.ex.session_epoch}) got "
                    f"FETCH_SESSION_ID_NOT_FOUND: {c.detail}.")
-            self._add_ex("FETCH_SESSION_ID_NOT_FOUND", c.cause, p.ex, msg)
+            self._add_ex("FETCH_SESSION_ID_NOT_FOUND", c.cause, p.ex, msg, stale=c.cause == "evicted"
+                         and c.eviction.reason == "stale")
         for p in self.pending_71:
             c = epoch_cause(p)
             msg = (f"Incremental fetch of session {p.session.session_id} with epoch {p.ex.session_epoch} got "
@@ -279,6 +279,34 @@ class FindingsEngine:
         self._pair_findings(tracker)
         self._aggregates()
         return sorted(self.findings, key=lambda f: f.sort_key)
+
+    def _shadow_caches(self, resolver: NotFoundResolver, tracker: SessionTracker) -> None:
+        """Replay each broker's cache through Kafka's engine (analysis.shadow): the evictions it proves end their
+        sessions, and its peak is the broker's max_live_sessions."""
+        explained: dict[str, set] = {}
+        unexplained: set[str] = set()
+        for p in self.pending_70:
+            if resolver.cause_before_cache(p) is None:
+                unexplained.add(p.session.broker)
+            elif p.session.error_ts is not None:
+                explained.setdefault(p.session.broker, set()).add(p.session)
+        for name, b in tracker.brokers.items():
+            verdict = infer(b.cache_events, self.cache_slots, self.cache_shards,
+                            evidence=bool(b.refused) or name in unexplained,
+                            gone=frozenset(explained.get(name, ())))
+            resolver.verdicts[name] = verdict
+            b.max_live = verdict.peak
+            b.cache_events = []  # replayed: free the memory
+            for victim, e in verdict.evictions.items():
+                if victim.end in (ALIVE, LOST) or (victim.end == CLOSED and victim.end_ts is not None
+                                                   and victim.end_ts * 1000 >= e.t_ms):
+                    n = e.evictor
+                    how = (f"evicted as stale (idle {e.idle_ms / 1000:.0f} s)" if e.reason == "stale" else
+                           f"evicted by size ({e.victim_size} < {e.evictor_size} partitions)")
+                    victim.end = EVICTED
+                    victim.end_reason = (f"{how} for session {n.session_id} of {n.client_id or '?'}@{n.client}")
+                    victim.end_frame = n.created_response_frame
+                    victim.end_ts = e.t_ms / 1000
 
     def _eviction_pressure(self, evicted: dict[str, list], tracker: SessionTracker) -> None:
         for broker, victims in evicted.items():
@@ -376,9 +404,12 @@ class FindingsEngine:
             advice=advice(code, cause), count=count, frames=tuple(f for f in frames if f is not None),
         )  # fmt: skip
 
-    def _add_ex(self, code, cause, ex, message) -> None:
+    def _add_ex(self, code, cause, ex, message, stale: bool = False) -> None:
         frames = [f for f in (ex.request_frame, ex.response_frame) if f is not None]
-        self.findings.append(self._finding(code, cause, ex, message, 1, frames))
+        f = self._finding(code, cause, ex, message, 1, frames)
+        if stale:  # the idle client is the cause, not the cache's size
+            f = replace(f, advice=advice(code, "evicted_stale"))
+        self.findings.append(f)
 
     def _add_agg(self, code, cause, ex, message, count, frames) -> None:
         self.findings.append(self._finding(code, cause, ex, message, count, frames))

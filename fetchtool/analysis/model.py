@@ -143,7 +143,7 @@ class BrokerSummary:
     clients: int
     sessions_created: int
     sessions_seen: int
-    max_live_sessions: int  # most sessions the capture shows in its cache at once (analysis.tracker.LiveSessions)
+    max_live_sessions: int  # most sessions the capture shows in its cache at once (the shadow cache replay, analysis.shadow)
     refused_creations: int  # session-creating requests answered with session id 0
     errors: dict[str, int]
 
