@@ -24,6 +24,7 @@ SEVERITY: dict[str, str] = {
     "RESPONSE_MISSING": INFO,
     "CAPTURE_GAP": INFO,
     "SESSIONS_NOT_GRANTED": INFO,
+    "BROKER_LOST": ERROR,
 }
 
 SLOTS = "max.incremental.fetch.session.cache.slots"
@@ -117,6 +118,11 @@ ADVICE: dict[tuple[str, str | None], str] = {
     ("CAPTURE_GAP", None): (
         "The capture dropped packets: capture with a larger buffer (tcpdump -B 65536), a snaplen of 0 and a "
         "port filter, or on the broker host."
+    ),
+    ("BROKER_LOST", None): (
+        "The broker died or was cut off (a crash, kill -9, OOM, its host or network): check its logs and the "
+        "restart reason at this time. Its fetch sessions were lost with it; clients recover with full fetches "
+        "(the Java client sends (old id, 0) on its new connection, so no FETCH_SESSION_ID_NOT_FOUND follows)."
     ),
     ("SESSIONS_NOT_GRANTED", None): (
         "No action needed unless you expect incremental fetches: a broker without KIP-227 sessions (e.g. tansu) "

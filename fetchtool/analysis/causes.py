@@ -28,6 +28,7 @@ from operator import itemgetter
 from fetchtool.sessions.metadata import MAX_INT
 
 from .shadow import Eviction, Verdict
+from .timefmt import clock as _clock
 from .tracker import SentRequest, TrackedBroker, TrackedSession
 
 LATER = 4  # requests of the same session after a 71 kept as evidence
@@ -111,6 +112,7 @@ class NotFoundResolver:
             self.by_broker.setdefault(s.broker, []).append(s)
         self.slots = cache_slots
         self.verdicts: dict[str, Verdict] = {}  # broker -> its shadow cache (set before causes are asked)
+        self.losses: dict[str, list] = {}  # broker -> BrokerLoss, from its connections (analysis.connections)
         self._peers: dict[str, tuple] = {}
         self._restarts: dict[tuple[str, int, int], Cause | None] = {}
         self._by_last_request: dict[str, list[tuple[float, TrackedSession]]] = {}
@@ -149,6 +151,13 @@ class NotFoundResolver:
         if s.end_reason == "every partition was forgotten":
             return Cause("closed_by_client", f"the broker dropped session {s.session_id} at frame {s.end_frame} "
                                              "because the client forgot every partition")  # fmt: skip
+        for loss in self.losses.get(s.broker, ()):
+            born = s.created_ts if s.created_ts is not None else float("-inf")
+            if born <= loss.last_answer < (ex.ts or 0):
+                back = f"; it answered again {loss.back - loss.last_answer:.1f} s later" if loss.back else ""
+                return Cause("broker_restart", f"its broker was lost with its whole cache after "
+                                               f"{_clock(loss.last_answer)}: every connection with a request in "
+                                               f"flight ({len(loss.connections)}) was cut at once{back}")  # fmt: skip
         return self._restart(p)
 
     # broker_restart: the whole cache vanished at once, after the connections were re-established.
@@ -227,12 +236,15 @@ class NotFoundResolver:
 def eviction_detail(e: Eviction, verdict: Verdict) -> str:
     """Why Kafka evicted e.victim, in words: stale (its client left it idle) or by size (for whom)."""
     n = e.evictor
-    shape = (f"its {verdict.shapes[0].describe()} cache" if verdict.told or len(verdict.shapes) == 1
-             else f"every cache size that fits the capture ({verdict.bounds().removesuffix(' fit the capture')})")
+    if verdict.told:
+        shape = f"a {verdict.shapes[0].describe()} cache"
+    else:
+        shape = f"every cache size that fits the capture ({verdict.bounds().removesuffix(' fit the capture')})"
     newcomer = (f"session {n.session_id} was created at frame {n.created_response_frame} for "
                 f"{n.client_id or '?'}@{n.client} ({e.evictor_size} partition(s))")
     if e.reason == "stale":
         return (f"the broker evicted it as stale: its client had not used it for {e.idle_ms / 1000:.0f} s (over "
-                f"Kafka's 120 s) when {newcomer} in its shard of {shape}")
-    return (f"the broker evicted it ({e.victim_size} partition(s)) to make room in its full shard of {shape}: "
-            f"{newcomer}" + (" with a follower's priority" if e.reason == "privileged" else " with more partitions"))
+                f"Kafka's 120 s) when {newcomer} in its shard, by {shape}")
+    why = "a follower's priority" if e.reason == "privileged" else "more partitions"
+    return (f"the broker evicted it ({e.victim_size} partition(s)) to make room in its full shard, by {shape}: "
+            f"{newcomer}, with {why}")

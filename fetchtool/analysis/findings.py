@@ -16,7 +16,9 @@ from fetchtool.sessions.errors import error_name
 from .advice import SEVERITY, advice
 from .causes import LATER, NotFoundResolver, PendingError, epoch_cause
 from .model import ALIVE, CLOSED, EVICTED, FULL_CREATE, INCREMENTAL, LOST, SESSIONLESS, SNAPSHOT, Finding
-from .shadow import infer
+from .connections import broker_losses
+from .shadow import RESTART, infer
+from .timefmt import clock as _clock
 from .tracker import Observation, SessionTracker
 
 MAX_FRAMES = 20
@@ -73,6 +75,7 @@ class FindingsEngine:
         self._snapshot_next: dict[tuple, int] = {}
         self._snapshot_errors: dict[tuple, _Agg] = {}
         self._quality: dict[tuple, _Agg] = {}
+        self._cut: set[tuple[str, int]] = set()  # (broker, connection) cut with a lost broker
         self.last_ts: float | None = None
 
     # -- streaming -----------------------------------------------------------------------------------------
@@ -257,12 +260,13 @@ class FindingsEngine:
     # -- end of capture ------------------------------------------------------------------------------------
     def finish(self, tracker: SessionTracker) -> list[Finding]:
         resolver = NotFoundResolver(tracker.brokers, tracker.sessions, self.cache_slots, self.cache_shards)
+        self._broker_losses(resolver, tracker)
         self._shadow_caches(resolver, tracker)
         evicted: dict[str, list] = {}
         for p in self.pending_70:
             c = resolver.cause(p)
             s = p.session
-            if c.cause == "broker_restart" and s.end == LOST:
+            if c.cause == "broker_restart" and s.end == LOST and s.end_reason == "FETCH_SESSION_ID_NOT_FOUND":
                 s.end_reason = "broker restart"
             if c.cause == "evicted" and c.eviction.reason != "stale":
                 evicted.setdefault(s.broker, []).append((p, c))
@@ -279,6 +283,47 @@ class FindingsEngine:
         self._pair_findings(tracker)
         self._aggregates()
         return sorted(self.findings, key=lambda f: f.sort_key)
+
+    def _broker_losses(self, resolver: NotFoundResolver, tracker: SessionTracker) -> None:
+        """Brokers lost with their cache (analysis.connections): a finding each, their sessions ended, the shadow
+        cache emptied, and the requests cut with them no longer blamed on the capture."""
+        by_broker: dict[str, list] = {}
+        for s in tracker.sessions:
+            by_broker.setdefault(s.broker, []).append(s)
+        for name, b in tracker.brokers.items():
+            losses = broker_losses(name, list(b.connections.values()), self.last_ts)
+            if not losses:
+                continue
+            resolver.losses[name] = losses
+            for loss in losses:
+                b.cache_event(loss.last_answer, RESTART, 0, 0, False)
+                self._cut.update((name, conn) for conn in loss.conns)
+                lost = 0
+                for s in by_broker.get(name, ()):
+                    born = s.created_ts if s.created_ts is not None else float("-inf")
+                    if born <= loss.last_answer and (s.end == ALIVE or (s.end in (CLOSED, LOST) and s.end_ts is not None
+                                                                         and s.end_ts > loss.last_answer)):
+                        s.end, s.end_frame, s.end_ts = LOST, None, loss.last_answer
+                        s.end_reason = f"lost with its broker (every connection cut after {_clock(loss.last_answer)})"
+                        lost += 1
+                self.findings.append(self._loss_finding(loss, lost))
+
+    def _loss_finding(self, loss, lost: int) -> Finding:
+        first = min(loss.connections, key=lambda c: c.cut_request_ts or 0)
+        clients = sorted({c.client_id or "?" for c in loss.connections})
+        back = (f"it answered again {loss.back - loss.last_answer:.1f} s later, on new connections"
+                if loss.back is not None else "it never answered again in the capture")
+        names = ", ".join(clients[:6]) + (", ..." if len(clients) > 6 else "")
+        msg = (f"Broker {loss.broker} stopped answering after {_clock(loss.last_answer)}: {len(loss.connections)} "
+               f"connections ({names}) were cut at once with {loss.in_flight} request(s) in flight, and no "
+               f"connection opened before was answered again; {back}. Its {lost} fetch session(s) were lost with it.")
+        return Finding(
+            code="BROKER_LOST", severity=SEVERITY["BROKER_LOST"], cause=None, client=first.client,
+            client_id=first.client_id, broker=loss.broker, session_id=None, epoch=None, file=None,
+            request_frame=first.cut_request_frame, response_frame=None, ts=loss.last_answer, message=msg,
+            advice=advice("BROKER_LOST"), count=len(loss.connections),
+            frames=tuple(c.cut_request_frame for c in loss.connections if c.cut_request_frame is not None)[:MAX_FRAMES],
+        )  # fmt: skip
 
     def _shadow_caches(self, resolver: NotFoundResolver, tracker: SessionTracker) -> None:
         """Replay each broker's cache through Kafka's engine (analysis.shadow): the evictions it proves end their
@@ -374,8 +419,10 @@ class FindingsEngine:
             self._add_agg("SNAPSHOT_ERROR", None, agg.ex, msg, agg.count, agg.frames)
         for (client, broker), rows in self._missing.items():
             end = self.last_ts
-            late = [ex for ex in rows if end is None or ex.ts is None
-                    or ex.ts + (ex.max_wait_ms or 0) / 1000 + IN_FLIGHT_GRACE < end]  # fmt: skip
+            # a request cut with its broker is in BROKER_LOST: the capture did not lose its answer
+            late = [ex for ex in rows if (end is None or ex.ts is None
+                    or ex.ts + (ex.max_wait_ms or 0) / 1000 + IN_FLIGHT_GRACE < end)
+                    and (ex.broker, ex.conn) not in self._cut]  # fmt: skip
             if not late:
                 continue  # only requests still in flight when the capture stopped
             msg = (f"{len(late)} request(s) from {client} to {broker} have no response in the capture "
@@ -413,3 +460,4 @@ class FindingsEngine:
 
     def _add_agg(self, code, cause, ex, message, count, frames) -> None:
         self.findings.append(self._finding(code, cause, ex, message, count, frames))
+

@@ -22,7 +22,8 @@ from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, FetchSessionCache, Ses
 from fetchtool.sessions.errors import SessionIdOutOfRange
 
 # Event kinds, in the order Kafka handles things that happen in the same millisecond.
-CLOSE, ABSENT, PRESENT, TOUCH, CREATE, REFUSE, GONE = range(7)
+# RESTART: the broker was lost with its whole cache (analysis.connections).
+RESTART, CLOSE, ABSENT, PRESENT, TOUCH, CREATE, REFUSE = range(7)
 MAX_SHAPES = 160  # replays per broker when the cache size must be inferred (the search stays bounded)
 UNBOUNDED = 1 << 30
 LONG_AGO_MS = 10**12  # a session alive before the capture: created long before (old enough to be evictable)
@@ -102,6 +103,13 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
             return None
 
     for ev in events:
+        if ev.kind == RESTART:
+            for shard in cache.shards:
+                for session in shard.sessions():
+                    shard.remove(session, ev.t_ms, "lost")
+            cache.drain_events()
+            live = 0
+            continue
         sid = ev.session_id
         shard = shard_of(sid) if ev.kind != REFUSE else None
         if ev.kind != REFUSE and shard is None:
@@ -153,7 +161,7 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
                 if len(session.partition_map) != ev.size:
                     session.partition_map = dict.fromkeys(range(ev.size))
                 shard.touch(session, now)
-        else:  # CLOSE, ABSENT, GONE: the session leaves (a 70 proves it had)
+        else:  # CLOSE, ABSENT: the session leaves (a 70 proves it had)
             if shard.remove(sid, now, "closed") is not None:
                 live -= 1
                 if ev.kind == ABSENT and ev.key not in gone and contradiction is None:

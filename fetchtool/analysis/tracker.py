@@ -18,6 +18,7 @@ from operator import attrgetter
 from fetchtool.exchange import FETCH, FETCH_SNAPSHOT, Exchange
 from fetchtool.sessions.metadata import FINAL_EPOCH, INITIAL_EPOCH, FetchMetadata, next_epoch
 
+from .connections import ConnectionState
 from .shadow import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, TOUCH, CacheEvent
 from .model import CLOSE as CLOSE_KIND
 from .model import (
@@ -156,7 +157,7 @@ class TrackedClient:
 
 class TrackedBroker:
     __slots__ = ("broker", "exchanges", "clients", "created", "sessions", "refused", "errors", "granted",
-                 "cache_events", "max_live")
+                 "cache_events", "max_live", "connections")
 
     def __init__(self, broker: str) -> None:
         self.broker = broker
@@ -169,6 +170,7 @@ class TrackedBroker:
         self.granted = False  # ever answered with a session id (created or incremental)
         self.cache_events: list[CacheEvent] = []  # what each exchange did to the broker's cache (analysis.shadow)
         self.max_live = 0  # most sessions cached at once, from the shadow cache (set when the analysis ends)
+        self.connections: dict[int, ConnectionState] = {}  # by connection id (analysis.connections)
 
     def cache_event(self, t: float | None, kind: int, session_id: int, size: int, privileged: bool,
                     key=None) -> None:
@@ -229,6 +231,10 @@ class SessionTracker:
         if ex.error_code:
             client.errors[ex.error_code] += 1
             broker.errors[ex.error_code] += 1
+        cs = broker.connections.get(ex.conn)
+        if cs is None:
+            cs = broker.connections[ex.conn] = ConnectionState(ex.conn, ex.client, ex.client_id, ex.ts or 0.0)
+        cs.seen(ex.ts, ex.response_ts, ex.response_frame is not None, ex.request_frame, ex.max_wait_ms)
         prev_conn = client.conns.get(ex.broker)
         client.conns[ex.broker] = ex.conn
         reconnected = prev_conn is not None and prev_conn != ex.conn

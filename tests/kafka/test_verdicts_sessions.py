@@ -34,17 +34,6 @@ BOUNDARY_S = 0.01  # a request logged this close to the capture's first or last 
 
 # (test name, capture name) -> what fetchtool says vs what Kafka's log says.
 KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
-    ("test_sessions_end_the_way_kafka_ended_them", "java-broker-restart"): (
-        "fetchtool ends the 3 sessions created before the SIGKILL as 'closed' by the client's (id, 0) request sent "
-        "after the restart (~20 s later); Kafka lost them with the killed broker: the restarted node's log shows "
-        "'Created a new full FetchContext' for those requests with no 'Removed fetch session' (its cache was empty)"),
-    ("test_sessions_end_the_way_kafka_ended_them", "cluster-followers"): (
-        "fetchtool reports java-c1's session 743109332 on node 3 as 'alive' at the end of the capture; Kafka lost "
-        "it when node 3 was SIGKILLed at t=20.1 s (the restarted node 3 never saw it again)"),
-    ("test_no_session_is_reported_alive_after_its_broker_died", "cluster-followers"): (
-        "fetchtool reports node 3's sessions 357375891 (broker-1-fetcher-0), 171156592 (broker-2-fetcher-0) and "
-        "743109332 (java-c1) as 'alive' (no end) at the end of the capture; node 3 was SIGKILLed at 1795499022.546 "
-        "and restarted with an empty cache (accepting at 1795499035.249)"),
     ("test_a_session_begun_before_the_capture_is_not_said_to_add_partitions_kafka_already_cached",
      "cluster-followers"): (
         "in follower sessions created before tcpdump started (357375891 and 171156592 on node 3, 20253035 on "
