@@ -78,6 +78,12 @@ ADVICE: dict[tuple[str, str | None], str] = {
         "continued with the other, typical during a rolling upgrade or downgrade: finish the upgrade "
         "(inter.broker.protocol.version / metadata.version) and use a client with KAFKA-13111 (3.1+)."
     ),
+    ("FETCH_SESSION_TOPIC_ID_ERROR", "client_version_switch"): (
+        "The client changed Fetch versions within one session by itself (e.g. a full fetch at v12 on a new "
+        "connection before it knew the broker's versions, then v13+), not a rolling upgrade: the broker had "
+        "accepted the newer version from it before. Report it to the client's maintainers with the frames; it "
+        "recovers with a full fetch (a new session), so the error is self-healing if rare."
+    ),
     ("FETCH_SESSION_TOPIC_ID_ERROR", "unknown"): (
         "Capture the request that created this session to see its Fetch version; check for a rolling upgrade of "
         "brokers or clients between Fetch v12 and v13."

@@ -243,7 +243,7 @@ def eviction_detail(e: Eviction, verdict: Verdict) -> str:
     newcomer = (f"session {n.session_id} was created at frame {n.created_response_frame} for "
                 f"{n.client_id or '?'}@{n.client} ({e.evictor_size} partition(s))")
     if e.reason == "stale":
-        return (f"the broker evicted it as stale: its client had not used it for {e.idle_ms / 1000:.0f} s (over "
+        return (f"the broker evicted it as stale: its client had not used it for {e.idle_ms / 1000:.1f} s (over "
                 f"Kafka's 120 s) when {newcomer} in its shard, by {shape}")
     why = "a follower's priority" if e.reason == "privileged" else "more partitions"
     return (f"the broker evicted it ({e.victim_size} partition(s)) to make room in its full shard, by {shape}: "

@@ -155,11 +155,26 @@ class FindingsEngine:
     # -- per-exchange detectors ----------------------------------------------------------------------------
     def _topic_id_error(self, p: PendingError) -> None:
         ex, s = p.ex, p.session
-        family = "v13+ (topic ids)" if ex.api_version >= 13 else "v12 or older (topic names)"
-        if s.uses_topic_ids is not None and not s.before_capture and s.uses_topic_ids != (ex.api_version >= 13):
-            cause = "version_mismatch"
-            msg = (f"Session {s.session_id} was created with Fetch v{s.created_version} but this request is Fetch "
-                   f"v{ex.api_version}, {family}, so the broker rejects it with FETCH_SESSION_TOPIC_ID_ERROR.")
+        ids = ex.api_version >= 13
+        family = "v13+ (topic ids)" if ids else "v12 or older (topic names)"
+        if s.uses_topic_ids is not None and not s.before_capture and s.uses_topic_ids != ids:
+            used = sorted(v for v in s.versions_before if (v >= 13) == ids)
+            if used:
+                # The broker had accepted the request's family from this client before the session was created:
+                # no upgrade in between, the client itself changed versions.
+                cause = "client_version_switch"
+                where = "on its new connection" if s.created_on_reconnect else "on its connection"
+                msg = (f"Session {s.session_id} was created with Fetch v{s.created_version} {where} (frame "
+                       f"{s.created_request_frame}), although this client had used Fetch v{used[-1]} with this "
+                       f"broker before; this request is Fetch v{ex.api_version}, {family}, so the broker rejects it "
+                       "with FETCH_SESSION_TOPIC_ID_ERROR. The client switched Fetch versions on its own"
+                       + (" reconnect" if s.created_on_reconnect else "") + "; no upgrade is visible.")
+            else:
+                cause = "version_mismatch"
+                msg = (f"Session {s.session_id} was created with Fetch v{s.created_version} but this request is "
+                       f"Fetch v{ex.api_version}, {family}, so the broker rejects it with "
+                       "FETCH_SESSION_TOPIC_ID_ERROR; the client had not used this Fetch version with this broker "
+                       "before (an upgrade or downgrade of the broker or the client in between).")
         else:
             cause = "unknown"
             msg = (f"Fetch v{ex.api_version} request of session {s.session_id} got FETCH_SESSION_TOPIC_ID_ERROR; "
@@ -346,7 +361,7 @@ class FindingsEngine:
                 if victim.end in (ALIVE, LOST) or (victim.end == CLOSED and victim.end_ts is not None
                                                    and victim.end_ts * 1000 >= e.t_ms):
                     n = e.evictor
-                    how = (f"evicted as stale (idle {e.idle_ms / 1000:.0f} s)" if e.reason == "stale" else
+                    how = (f"evicted as stale (idle {e.idle_ms / 1000:.1f} s)" if e.reason == "stale" else
                            f"evicted by size ({e.victim_size} < {e.evictor_size} partitions)")
                     victim.end = EVICTED
                     victim.end_reason = (f"{how} for session {n.session_id} of {n.client_id or '?'}@{n.client}")

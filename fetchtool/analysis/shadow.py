@@ -181,7 +181,8 @@ class Verdict:
 
     def bounds(self) -> str:
         if not self.shapes:
-            return "no cache size fits the capture (sessions alive before it began, or a restart, may hide some)"
+            return ("no cache size fits the capture by Kafka's rules (sessions alive before it began, a restart, or a "
+                    "broker whose cache works otherwise would explain it)")
         bounded = sorted({s.slots for s in self.shapes if s.slots is not None})
         if any(s.slots is None for s in self.shapes):
             return (f"at least {bounded[0]} slots" if bounded else "any size") + " fit the capture"
@@ -211,11 +212,31 @@ def infer(events: list[CacheEvent], slots: int | None, shards: int | None, evide
     if not evidence:
         fits = [r for r in fits if r.shape.per_shard is None] or fits
     if not fits:
-        return Verdict((), False, {}, 0)
+        return Verdict((), False, {}, proven_peak(events))
     agreed = dict(fits[0].evictions)
     for r in fits[1:]:
         agreed = {k: e for k, e in agreed.items() if _same(r.evictions.get(k), e)}
     return Verdict(tuple(r.shape for r in fits), False, agreed, min(r.peak for r in fits))
+
+
+def proven_peak(events: list[CacheEvent]) -> int:
+    """The most sessions the capture proves cached at once, whatever the cache's shape: each from its creation
+    (or first use) to its last use, when the broker found it. A lower bound, for captures no shape fits."""
+    spans: dict[int, list[int]] = {}
+    for ev in events:
+        if ev.kind in (CREATE, TOUCH, PRESENT):
+            span = spans.get(ev.session_id)
+            if span is None or (ev.kind == CREATE and span[1] < ev.t_ms):
+                spans[ev.session_id] = [ev.t_ms, ev.t_ms]
+            else:
+                span[1] = ev.t_ms
+    points = sorted([(a, 1) for a, _ in spans.values()] + [(b, -1) for _, b in spans.values()],
+                    key=lambda p: (p[0], -p[1]))
+    peak = live = 0
+    for _, step in points:
+        live += step
+        peak = max(peak, live)
+    return peak
 
 
 def _same(a: Eviction | None, b: Eviction) -> bool:

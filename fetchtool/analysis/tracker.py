@@ -72,7 +72,8 @@ class TrackedSession:
         "created_response_frame", "created_ts", "created_version", "before_capture", "first_partitions",
         "parts", "max_parts", "incremental", "errors", "last_epoch", "expected_epoch", "end", "end_reason",
         "end_frame", "end_ts", "conns", "steps", "dropped", "last_success", "last_request_ts", "recent",
-        "closed_ts", "error_ts", "error_conn_changed", "uses_topic_ids", "last_conn",
+        "closed_ts", "error_ts", "error_conn_changed", "uses_topic_ids", "last_conn", "versions_before",
+        "created_on_reconnect",
     )  # fmt: skip
 
     def __init__(self, broker: str, session_id: int, ex: Exchange, client_key: tuple) -> None:
@@ -107,6 +108,8 @@ class TrackedSession:
         self.error_conn_changed = False  # that error came on another connection than the last success
         self.uses_topic_ids: bool | None = None
         self.last_conn = ex.conn
+        self.versions_before: frozenset[int] = frozenset()  # Fetch versions its client used with this broker before
+        self.created_on_reconnect = False  # created on another connection than its client's previous request
 
     @property
     def key(self) -> tuple[str, int]:
@@ -131,7 +134,7 @@ class TrackedSession:
 
 class TrackedClient:
     __slots__ = ("client_id", "host", "addresses", "brokers", "software", "versions", "kinds", "exchanges",
-                 "sessions", "errors", "conns")  # fmt: skip
+                 "sessions", "errors", "conns", "broker_versions")  # fmt: skip
 
     def __init__(self, client_id: str | None, host: str) -> None:
         self.client_id = client_id
@@ -145,6 +148,7 @@ class TrackedClient:
         self.sessions: dict[tuple[str, int], None] = {}
         self.errors: Counter = Counter()
         self.conns: dict[str, int] = {}  # broker -> last connection used
+        self.broker_versions: dict[str, set[int]] = {}  # broker -> Fetch versions used with it so far
 
     def summary(self) -> ClientSummary:
         return ClientSummary(
@@ -248,8 +252,14 @@ class SessionTracker:
         epoch = ex.session_epoch if ex.session_epoch is not None else FINAL_EPOCH
         meta = FetchMetadata(sid, epoch)
         if meta.is_full:
-            return self._full(ex, meta, client, broker, ckey, reconnected)
-        return self._incremental(ex, meta, client, broker, ckey, reconnected)
+            obs = self._full(ex, meta, client, broker, ckey, reconnected)
+        else:
+            obs = self._incremental(ex, meta, client, broker, ckey, reconnected)
+        versions = client.broker_versions.get(ex.broker)
+        if versions is None:
+            versions = client.broker_versions[ex.broker] = set()
+        versions.add(ex.api_version)
+        return obs
 
     def _full(self, ex, meta, client, broker, ckey, reconnected) -> Observation:
         named = None
@@ -271,7 +281,9 @@ class SessionTracker:
             rsid = ex.response_session_id
             if ex.error_code == 0 and rsid:
                 kind = FULL_CREATE
-                self._create(ex, rsid, client, broker, ckey)
+                created = self._create(ex, rsid, client, broker, ckey)
+                created.versions_before = frozenset(client.broker_versions.get(ex.broker, ()))
+                created.created_on_reconnect = reconnected
             elif ex.error_code == 0 and rsid == 0 and ex.response_partitions is not None:
                 throttled = (ex.throttle_time_ms or 0) > 0 and not ex.response_partitions and ex.partitions
                 if not throttled:

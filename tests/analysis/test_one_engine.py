@@ -123,14 +123,14 @@ def test_a_paused_consumers_session_evicted_as_stale_is_not_closed_by_its_later_
     c = paused_consumer(lambda c: fetch(c, "paused", 3, session_id=3 * SHARD + 1, epoch=0))
     for a in (analyze_items(c.exchanges, cache_slots=8, cache_shards=8), analyze_items(c.exchanges)):
         s = session(a, 3 * SHARD + 1)
-        assert s.end == "evicted" and "stale (idle 144 s)" in s.end_reason, (s.end, s.end_reason)
+        assert s.end == "evicted" and "stale (idle 144.0 s)" in s.end_reason, (s.end, s.end_reason)
 
 
 def test_a_70_after_a_stale_eviction_blames_the_idle_client_not_the_cache_size():
     c = paused_consumer(lambda c: fetch(c, "paused", 1, session_id=3 * SHARD + 1, epoch=3, error=70))
     a = analyze_items(c.exchanges)
     f = the(a, "FETCH_SESSION_ID_NOT_FOUND")
-    assert f.cause == "evicted" and "stale" in f.message and "144 s" in f.message, f.message
+    assert f.cause == "evicted" and "stale" in f.message and "144.0 s" in f.message, f.message
     assert "paused" in f.advice and "max.incremental.fetch.session.cache.slots" not in f.advice, f.advice
     assert not [f for f in a.findings if f.code == "EVICTION_PRESSURE"]
 
@@ -174,3 +174,18 @@ def test_a_throttled_answer_does_not_end_the_session():
     fetch(c, "java", 1, session_id=9, epoch=1, response_session_id=9)
     s = session(analyze_items(c.exchanges), 9)
     assert s.end == "alive", (s.end, s.end_reason)
+
+
+# -- 106: the evidence tells a client switching Fetch versions from a rolling upgrade -------------------------
+def test_a_client_that_switches_fetch_versions_on_its_own_reconnect_is_not_a_rolling_upgrade():
+    c = Capture()
+    old, new = "10.0.0.1:50001", "10.0.0.1:50002"
+    c.fetch(client=old, conn=1, client_id="java", version=18, epoch=0, response_session_id=9)
+    c.fetch(client=old, conn=1, client_id="java", version=18, session_id=9, epoch=1, response_session_id=9)
+    # its reconnect's full fetch is a v12 one, granted a session without topic ids; the next fetch is v18 again
+    c.fetch(client=new, conn=2, client_id="java", version=12, session_id=9, epoch=0, response_session_id=10)
+    c.fetch(client=new, conn=2, client_id="java", version=18, session_id=10, epoch=1, error=106)
+    f = the(analyze_items(c.exchanges), "FETCH_SESSION_TOPIC_ID_ERROR")
+    assert f.cause == "client_version_switch", f.message
+    assert "had used Fetch v18 with this broker before" in f.message and "new connection" in f.message
+    assert "upgrade" not in f.advice.replace("not a rolling upgrade", ""), f.advice
