@@ -17,6 +17,7 @@ from .advice import SEVERITY, advice
 from .causes import LATER, NotFoundResolver, PendingError, epoch_cause
 from .model import ALIVE, CLOSED, EVICTED, FULL_CREATE, INCREMENTAL, LOST, SESSIONLESS, SNAPSHOT, Finding
 from .connections import broker_losses
+from .kraft import is_kraft_voter_fetch
 from .shadow import RESTART, infer
 from .timefmt import clock as _clock
 from .tracker import Observation, SessionTracker
@@ -107,6 +108,8 @@ class FindingsEngine:
                 self._watch.setdefault(s.key, []).append(pending)
             elif err == 106:
                 self._topic_id_error(pending)
+        if obs.kind == SESSIONLESS and is_kraft_voter_fetch(ex):
+            return  # a KRaft voter's Fetch: sessionless by design, no session finding applies
         pair_key = (obs.client.host, obs.client.client_id, ex.broker)
         st = self._pairs.get(pair_key)
         if st is None:

@@ -102,6 +102,14 @@ class SessionLife:
     connections: int
     steps: tuple[EpochStep, ...] = ()
     steps_dropped: int = 0  # steps beyond the per-session cap (memory bound)
+    replica_id: int | None = None  # a follower's (>= 0): Kafka gives its session priority in the cache
+
+    @property
+    def owner(self) -> str:
+        """Who holds it, as a support engineer names it: client id@address, and a follower's replica id."""
+        who = f"{self.client_id or '?'}@{self.client}"
+        return who + (f" (follower, replica {self.replica_id})" if self.replica_id is not None
+                      and self.replica_id >= 0 else "")
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "steps"}

@@ -73,7 +73,7 @@ class TrackedSession:
         "parts", "max_parts", "incremental", "errors", "last_epoch", "expected_epoch", "end", "end_reason",
         "end_frame", "end_ts", "conns", "steps", "dropped", "last_success", "last_request_ts", "recent",
         "closed_ts", "error_ts", "error_conn_changed", "uses_topic_ids", "last_conn", "versions_before",
-        "created_on_reconnect",
+        "created_on_reconnect", "replica_id",
     )  # fmt: skip
 
     def __init__(self, broker: str, session_id: int, ex: Exchange, client_key: tuple) -> None:
@@ -110,6 +110,7 @@ class TrackedSession:
         self.last_conn = ex.conn
         self.versions_before: frozenset[int] = frozenset()  # Fetch versions its client used with this broker before
         self.created_on_reconnect = False  # created on another connection than its client's previous request
+        self.replica_id = ex.replica_id
 
     @property
     def key(self) -> tuple[str, int]:
@@ -129,6 +130,7 @@ class TrackedSession:
             incremental_requests=self.incremental, errors=self.errors, last_epoch=self.last_epoch, end=self.end,
             end_reason=self.end_reason, end_frame=self.end_frame, end_ts=self.end_ts,
             connections=len(self.conns), steps=tuple(self.steps), steps_dropped=self.dropped,
+            replica_id=self.replica_id,
         )  # fmt: skip
 
 

@@ -36,7 +36,7 @@ def main(
         console.print("No fetch sessions" + (f" for client {client}" if client else "") + " in the capture.")
         return
     for s in analysis.sessions:
-        t = Table(title=f"session {s.session_id} on {s.broker} — client {s.client_id or '?'}@{s.client} — "
+        t = Table(title=f"session {s.session_id} on {s.broker} — client {s.owner} — "
                         f"created {created_text(s)} — {end_text(s)}", title_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
         day = when(s.steps[0].ts)[:10] if s.steps else ""

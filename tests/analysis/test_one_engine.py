@@ -189,3 +189,29 @@ def test_a_client_that_switches_fetch_versions_on_its_own_reconnect_is_not_a_rol
     assert f.cause == "client_version_switch", f.message
     assert "had used Fetch v18 with this broker before" in f.message and "new connection" in f.message
     assert "upgrade" not in f.advice.replace("not a rolling upgrade", ""), f.advice
+
+
+# -- followers and KRaft voters --------------------------------------------------------------------------------
+def test_a_followers_session_is_shown_with_its_replica_id_and_outranks_a_consumers():
+    # a 1-slot shard: the follower's new session evicts the consumer's young one (privileged beats unprivileged)
+    c = Capture()
+    fetch(c, "consumer", 1, epoch=0, response_session_id=5)
+    fetch(c, "consumer", 1, session_id=5, epoch=1, response_session_id=5)
+    follower = fetch(c, "broker-2-fetcher-0", 2, epoch=0, response_session_id=6)
+    c.exchanges[-1] = replace(follower, replica_id=2)
+    fetch(c, "consumer", 1, session_id=5, epoch=2, error=70)
+    a = analyze_items(c.exchanges, cache_slots=8, cache_shards=8)
+    assert session(a, 6).owner == "broker-2-fetcher-0@10.0.0.2:50002 (follower, replica 2)"
+    f = the(a, "FETCH_SESSION_ID_NOT_FOUND")
+    assert f.cause == "evicted" and "a follower's priority" in f.message, f.message
+
+
+def test_kraft_voter_fetches_are_left_out_of_savings_and_session_findings():
+    c = Capture()
+    for n in range(3):
+        ex = c.fetch(client="10.0.0.3:40000", client_id="raft-client-3", conn=3, partitions=(("__cluster_metadata", 0, n),))
+        c.exchanges[-1] = replace(ex, replica_id=3)
+    fetch(c, "java", 1, epoch=0, response_session_id=5)
+    a = analyze_items(c.exchanges)
+    assert [p["client_id"] for p in a.savings["per_client"]] == ["java"]
+    assert not [f for f in a.findings if f.client_id == "raft-client-3"]
