@@ -5,12 +5,13 @@ failed in the same broker restart, a concurrent request the broker processed fir
 
 * FETCH_SESSION_ID_NOT_FOUND (70)
   - closed_by_client: the client (or anyone) closed the session with a full request before using it again.
-  - broker_restart: the client reconnected, and every session on that broker that was used again failed on a
-    new connection, all after the last success of any of them (the broker lost its whole cache at once).
-  - evicted: the broker's cache (or the victim's shard) was full, as given by --cache-slots/--cache-shards or
-    inferred from the capture, and a newer session was created there between the victim's last success and
-    its error.
-  - unknown otherwise, with the evidence that would settle it.
+  - broker_restart: the broker was lost with its whole cache (every connection with a request in flight cut at
+    once, analysis.connections), or the client reconnected and every session on that broker that was used
+    again failed on a new connection, all after the last success of any of them.
+  - evicted: replaying the capture through Kafka's own cache (analysis.shadow, fetchtool.sessions) evicts the
+    session before its error, stale or by size, for the same newcomer with every cache size the capture allows
+    (or the one given by --cache-slots/--cache-shards).
+  - unknown otherwise, with the cache sizes the capture allows and the evidence that would settle it.
 * INVALID_FETCH_SESSION_EPOCH (71)
   - bad_wrap: the last accepted epoch was 2147483647 and the request carried 0 or a negative epoch.
   - concurrent_requests: another request of the session was in flight when this one was sent (or the broker

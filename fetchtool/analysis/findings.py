@@ -18,6 +18,8 @@ from .causes import LATER, NotFoundResolver, PendingError, epoch_cause
 from .model import ALIVE, CLOSED, EVICTED, FULL_CREATE, INCREMENTAL, LOST, SESSIONLESS, SNAPSHOT, Finding
 from .connections import broker_losses
 from .kraft import is_kraft_voter_fetch
+from fetchtool.sessions.cache import DEFAULT_EVICTION_MS
+
 from .shadow import RESTART, infer
 from .timefmt import clock as _clock
 from .tracker import Observation, SessionTracker
@@ -62,9 +64,11 @@ class _PairStats:
 
 
 class FindingsEngine:
-    def __init__(self, cache_slots: int | None = None, cache_shards: int | None = None) -> None:
+    def __init__(self, cache_slots: int | None = None, cache_shards: int | None = None,
+                 eviction_ms: int = DEFAULT_EVICTION_MS) -> None:
         self.cache_slots = cache_slots
         self.cache_shards = cache_shards
+        self.eviction_ms = eviction_ms  # Kafka's is 120 s (not a config); other brokers may differ
         self.findings: list[Finding] = []
         self.pending_70: list[PendingError] = []
         self.pending_71: list[PendingError] = []
@@ -356,7 +360,7 @@ class FindingsEngine:
         for name, b in tracker.brokers.items():
             verdict = infer(b.cache_events, self.cache_slots, self.cache_shards,
                             evidence=bool(b.refused) or name in unexplained,
-                            gone=frozenset(explained.get(name, ())))
+                            gone=frozenset(explained.get(name, ())), eviction_ms=self.eviction_ms)
             resolver.verdicts[name] = verdict
             b.max_live = verdict.peak
             b.cache_events = []  # replayed: free the memory
@@ -381,8 +385,9 @@ class FindingsEngine:
             names = ", ".join(f"{(k[0][1] or '?')}@{k[1]} ({v})" for k, v in ranked[:5])
             first_p = victims[0][0]
             b = tracker.brokers[broker]
-            msg = (f"Broker {broker} evicted {len(victims)} session(s) because its cache was full while "
-                   f"{len(b.created)} sessions were created in the capture; likely evictors: {names}.")
+            msg = (f"Broker {broker} evicted {len(victims)} session(s) still in use to make room in full cache shards "
+                   f"({len(b.created)} sessions were created in the capture), each for a session with more "
+                   f"partitions or a follower's; evictors: {names}.")
             top_key, top_client = ranked[0][0]
             self.findings.append(Finding(
                 code="EVICTION_PRESSURE", severity=SEVERITY["EVICTION_PRESSURE"], cause=None, client=top_client,

@@ -81,11 +81,12 @@ class Replay:
     contradiction: str | None = None
 
 
-def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()) -> Replay:
+def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset(),
+           eviction_ms: int = DEFAULT_EVICTION_MS) -> Replay:
     """Feed a broker's cache events to a FetchSessionCache of ``shape``. ``gone``: keys of sessions whose 70
     the capture explains otherwise (a broker restart): removed at their 70 without testing the shape."""
     per_shard = shape.per_shard if shape.per_shard is not None else UNBOUNDED
-    cache = FetchSessionCache(per_shard * shape.shards, shape.shards, DEFAULT_EVICTION_MS)
+    cache = FetchSessionCache(per_shard * shape.shards, shape.shards, eviction_ms)
     if shape.shards > 1:
         for shard in cache.shards:
             shard.max_entries = per_shard
@@ -118,13 +119,14 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
             continue
         now = ev.t_ms
         if ev.kind == CREATE:
+            if shard.get(sid) is not None and shard.remove(sid, now, "reissued") is not None:
+                live -= 1  # Kafka issues no id a cached session holds: the old one had gone, unseen
             created = shard.create_session_with_id(sid, now, ev.privileged, dict.fromkeys(range(ev.size)))
             if created is None:
                 if contradiction is None:
                     contradiction = f"session {sid} was created while its shard had no room"
+                cache.drain_events()
                 continue
-            owners[sid], models[sid] = ev.key, created
-            evicted_ids.discard(sid)
             live += 1
             for out in cache.drain_events():
                 if isinstance(out, SessionEvicted):
@@ -135,6 +137,8 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
                     if out.session_id in owners:
                         evictions[owners[out.session_id]] = Eviction(
                             owners[out.session_id], ev.key, out.reason, now, idle, out.size, ev.size)
+            owners[sid], models[sid] = ev.key, created
+            evicted_ids.discard(sid)
             peak = max(peak, live)
         elif ev.kind == REFUSE:
             if all(s.would_admit(now, ev.privileged, ev.size) for s in cache.shards) and contradiction is None:
@@ -191,23 +195,23 @@ class Verdict:
 
 
 def infer(events: list[CacheEvent], slots: int | None, shards: int | None, evidence: bool,
-          gone: frozenset = frozenset()) -> Verdict:
+          gone: frozenset = frozenset(), eviction_ms: int = DEFAULT_EVICTION_MS) -> Verdict:
     """Replay the shapes the evidence allows. ``evidence``: the capture holds a refusal or an unexplained 70
     (without one, nothing bounds the cache from above and no eviction can be proven)."""
     events = sorted(events, key=_order)
     if slots is not None:
         n = shards or 8
-        r = replay(events, Shape(n, max(slots // n, 0)), gone)
+        r = replay(events, Shape(n, max(slots // n, 0)), gone, eviction_ms)
         return Verdict((r.shape,), True, dict(r.evictions), r.peak)
     shard_counts = (shards,) if shards else (8, 1)
     results = []
     for n in shard_counts:
-        free = replay(events, Shape(n, None), gone)
+        free = replay(events, Shape(n, None), gone, eviction_ms)
         results.append(free)
         if not evidence:
             continue
         top = min(free.peak, MAX_SHAPES)
-        results.extend(replay(events, Shape(n, c), gone) for c in range(1, top + 1))
+        results.extend(replay(events, Shape(n, c), gone, eviction_ms) for c in range(1, top + 1))
     fits = [r for r in results if r.consistent]
     if not evidence:
         fits = [r for r in fits if r.shape.per_shard is None] or fits

@@ -1,7 +1,7 @@
 """FETCH_SESSION_ID_NOT_FOUND blamed on eviction only when the victim's cache shard was really full.
 
-With --cache-slots/--cache-shards the resolver counts the sessions the broker held in the newcomer's shard when
-the newcomer was created. Kafka drops a session at once when a full request names it, when an incremental
+With --cache-slots/--cache-shards the capture is replayed through Kafka's cache engine (analysis.shadow), which
+counts the sessions the broker held in the newcomer's shard when the newcomer was created. Kafka drops a session at once when a full request names it, when an incremental
 request forgets its last partition, and (evidently) before issuing its id again; it keeps one after a 71 or
 when its client simply starts over with (0, 0), until eviction. Each story below has victim B created,
 fetching once, then a newcomer C created, then B's next incremental answered with 70.
