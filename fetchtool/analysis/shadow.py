@@ -17,6 +17,7 @@ it gone, a refusal proves the shard the broker chose was full, a creation proves
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, FetchSessionCache, SessionEvicted
 from fetchtool.sessions.errors import SessionIdOutOfRange
@@ -29,9 +30,9 @@ UNBOUNDED = 1 << 30
 LONG_AGO_MS = 10**12  # a session alive before the capture: created long before (old enough to be evictable)
 
 
-@dataclass(frozen=True, slots=True)
-class CacheEvent:
-    """What one exchange did to a broker's cache. ``key``: the tracked session (None for a refusal)."""
+class CacheEvent(NamedTuple):
+    """What one exchange did to a broker's cache. ``key``: the tracked session (None for a refusal).
+    A NamedTuple, not a dataclass: one is made per exchange, and a tuple is the cheapest immutable record."""
 
     t_ms: int
     kind: int
@@ -81,6 +82,18 @@ class Replay:
     contradiction: str | None = None
 
 
+class _Partitions:
+    """A session's partition map as the cache reads it: only its size counts for eviction."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
 def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset(),
            eviction_ms: int = DEFAULT_EVICTION_MS) -> Replay:
     """Feed a broker's cache events to a FetchSessionCache of ``shape``. ``gone``: keys of sessions whose 70
@@ -121,7 +134,7 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
         if ev.kind == CREATE:
             if shard.get(sid) is not None and shard.remove(sid, now, "reissued") is not None:
                 live -= 1  # Kafka issues no id a cached session holds: the old one had gone, unseen
-            created = shard.create_session_with_id(sid, now, ev.privileged, dict.fromkeys(range(ev.size)))
+            created = shard.create_session_with_id(sid, now, ev.privileged, _Partitions(ev.size))
             if created is None:
                 if contradiction is None:
                     contradiction = f"session {sid} was created while its shard had no room"
@@ -152,7 +165,7 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
                     continue
                 # alive since before the capture (or since an eviction that the contradiction above rejects)
                 session = shard.create_session_with_id(sid, now - LONG_AGO_MS, ev.privileged,
-                                                       dict.fromkeys(range(ev.size)))
+                                                       _Partitions(ev.size))
                 cache.drain_events()
                 if session is None:
                     if contradiction is None:
@@ -162,8 +175,7 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
                 live += 1
                 peak = max(peak, live)
             if ev.kind == TOUCH:
-                if len(session.partition_map) != ev.size:
-                    session.partition_map = dict.fromkeys(range(ev.size))
+                session.partition_map = _Partitions(ev.size)
                 shard.touch(session, now)
         else:  # CLOSE, ABSENT: the session leaves (a 70 proves it had)
             if shard.remove(sid, now, "closed") is not None:
@@ -203,7 +215,8 @@ def infer(events: list[CacheEvent], slots: int | None, shards: int | None, evide
         n = shards or 8
         r = replay(events, Shape(n, max(slots // n, 0)), gone, eviction_ms)
         return Verdict((r.shape,), True, dict(r.evictions), r.peak)
-    shard_counts = (shards,) if shards else (8, 1)
+    # Without evidence only an unbounded cache is kept, and it evicts nothing whatever its shards: one replay.
+    shard_counts = (shards,) if shards else ((8, 1) if evidence else (8,))
     results = []
     for n in shard_counts:
         free = replay(events, Shape(n, None), gone, eviction_ms)

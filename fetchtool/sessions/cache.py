@@ -14,7 +14,7 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterator, Literal
+from typing import Callable, Iterator, Literal, Sized
 
 from .errors import SessionIdOutOfRange
 from .metadata import INITIAL_EPOCH, INVALID_SESSION_ID, MAX_INT, next_epoch
@@ -171,7 +171,7 @@ class FetchSessionCacheShard:
         return session.id if session is not None else INVALID_SESSION_ID
 
     def create_session_with_id(self, session_id: int, now_ms: int, privileged: bool,
-                               partition_map: dict, uses_topic_ids: bool = True) -> FetchSession | None:
+                               partition_map: Sized, uses_topic_ids: bool = True) -> FetchSession | None:
         """maybeCreateSession for a session whose id is already known (a replay of the creations a broker was
         seen to make): the same room and eviction rules, the given id. None if Kafka would have refused it."""
         return self._admit(now_ms, privileged, len(partition_map), lambda: FetchSession(
