@@ -25,6 +25,7 @@ SEVERITY: dict[str, str] = {
     "CAPTURE_GAP": INFO,
     "SESSIONS_NOT_GRANTED": INFO,
     "BROKER_LOST": ERROR,
+    "STALE_EVICTION": WARNING,
 }
 
 SLOTS = "max.incremental.fetch.session.cache.slots"
@@ -124,6 +125,11 @@ ADVICE: dict[tuple[str, str | None], str] = {
     ("CAPTURE_GAP", None): (
         "The capture dropped packets: capture with a larger buffer (tcpdump -B 65536), a snaplen of 0 and a "
         "port filter, or on the broker host."
+    ),
+    ("STALE_EVICTION", None): (
+        "The client left its session unused for over 120 s (Kafka's minimum eviction time), so a new session in "
+        "its shard took the slot: look at that client (a paused or stuck consumer, a long GC pause, a poll loop "
+        "blocked by processing); the cache size is not the cause."
     ),
     ("BROKER_LOST", None): (
         "The broker died or was cut off (a crash, kill -9, OOM, its host or network): check its logs and the "

@@ -368,12 +368,29 @@ class FindingsEngine:
                 if victim.end in (ALIVE, LOST) or (victim.end == CLOSED and victim.end_ts is not None
                                                    and victim.end_ts * 1000 >= e.t_ms):
                     n = e.evictor
+                    if victim.end == CLOSED and e.reason == "stale" and victim.error_ts is None:
+                        # its client came back naming it with a full fetch: the broker had evicted it already
+                        self.findings.append(self._stale_comeback(victim, e, victim.end_frame, victim.end_ts))
                     how = (f"evicted as stale (idle {e.idle_ms / 1000:.1f} s)" if e.reason == "stale" else
                            f"evicted by size ({e.victim_size} < {e.evictor_size} partitions)")
                     victim.end = EVICTED
                     victim.end_reason = (f"{how} for session {n.session_id} of {n.client_id or '?'}@{n.client}")
                     victim.end_frame = n.created_response_frame
                     victim.end_ts = e.t_ms / 1000
+
+    def _stale_comeback(self, victim, e, frame, ts) -> Finding:
+        n = e.evictor
+        msg = (f"Session {victim.session_id} of {victim.client_id or '?'}@{victim.client} was evicted as stale at "
+               f"{_clock(e.t_ms / 1000)}: its client had not used it for {e.idle_ms / 1000:.1f} s (over Kafka's "
+               f"120 s) when session {n.session_id} of {n.client_id or '?'}@{n.client} was created in its shard. "
+               f"The client came back {ts - e.t_ms / 1000:.1f} s later (frame {frame}) with a full fetch naming it, "
+               "so it had to start a new session.")
+        return Finding(
+            code="STALE_EVICTION", severity=SEVERITY["STALE_EVICTION"], cause="idle_client", client=victim.client,
+            client_id=victim.client_id, broker=victim.broker, session_id=victim.session_id, epoch=0,
+            file=victim.file, request_frame=frame, response_frame=None, ts=e.t_ms / 1000, message=msg,
+            advice=advice("STALE_EVICTION"), count=1, frames=(frame,) if frame is not None else (),
+        )  # fmt: skip
 
     def _eviction_pressure(self, evicted: dict[str, list], tracker: SessionTracker) -> None:
         for broker, victims in evicted.items():

@@ -124,6 +124,8 @@ def test_a_paused_consumers_session_evicted_as_stale_is_not_closed_by_its_later_
     for a in (analyze_items(c.exchanges, cache_slots=8, cache_shards=8), analyze_items(c.exchanges)):
         s = session(a, 3 * SHARD + 1)
         assert s.end == "evicted" and "stale (idle 144.0 s)" in s.end_reason, (s.end, s.end_reason)
+        f = the(a, "STALE_EVICTION")
+        assert f.client_id == "paused" and "not used it for 144.0 s" in f.message and "paused" in f.advice
 
 
 def test_a_70_after_a_stale_eviction_blames_the_idle_client_not_the_cache_size():
