@@ -131,6 +131,10 @@ class NotFoundResolver:
             return Cause("unknown", "the capture holds no successful request of this session; a capture covering "
                                     "its creation and last success would settle it" + self.unknown_hint(s.broker))
         hint = "--cache-slots/--cache-shards (the broker's cache size)" if self.slots is None else "a longer capture"
+        verdict = self.verdicts.get(s.broker)
+        if verdict is not None and not verdict.shapes:
+            hint = ("the broker's cache settings (--cache-slots, --cache-shards, and --eviction-ms if it is not "
+                    "Apache Kafka's 120 s)")
         since = f"its last successful request at frame {p.prev_success.request_frame}"
         refused = self.brokers[s.broker].refused
         if refused and self.slots is None:
