@@ -163,14 +163,15 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
                     contradiction = f"session {sid} was used after this shape evicted it"
                 if ev.kind == PRESENT:
                     continue
-                # alive since before the capture (or since an eviction that the contradiction above rejects)
-                session = shard.create_session_with_id(sid, now - LONG_AGO_MS, ev.privileged,
-                                                       _Partitions(ev.size))
-                cache.drain_events()
-                if session is None:
+                # alive since before the capture (or since an eviction that the contradiction above rejects):
+                # it held a slot all along, so it takes a free one and evicts nothing
+                if shard.size >= shard.max_entries:
                     if contradiction is None:
                         contradiction = f"session {sid}, alive before the capture, does not fit its shard"
                     continue
+                session = shard.create_session_with_id(sid, now - LONG_AGO_MS, ev.privileged,
+                                                       _Partitions(ev.size))
+                cache.drain_events()
                 owners[sid], models[sid] = ev.key, session
                 live += 1
                 peak = max(peak, live)
