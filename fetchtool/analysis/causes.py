@@ -242,7 +242,7 @@ def eviction_detail(e: Eviction, verdict: Verdict) -> str:
     """Why Kafka evicted e.victim, in words: stale (its client left it idle) or by size (for whom)."""
     n = e.evictor
     if verdict.told:
-        shape = f"a {verdict.shapes[0].describe()} cache"
+        shape = f"its cache of {verdict.shapes[0].describe()}"
     else:
         shape = f"every cache size that fits the capture ({verdict.bounds().removesuffix(' fit the capture')})"
     newcomer = (f"session {n.session_id} was created at frame {n.created_response_frame} for "

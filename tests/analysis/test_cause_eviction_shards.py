@@ -88,7 +88,7 @@ def test_a_session_left_behind_after_a_71_and_a_fresh_full_request_still_fills_t
     a = analyze_items(c.exchanges, cache_slots=3, cache_shards=1)
     f = not_found(a)
     assert f.cause == "evicted", f.message
-    assert "by a 3 slots (1 shard of 3) cache" in f.message and "session 103" in f.message
+    assert "by its cache of 3 slots (1 shard of 3)" in f.message and "session 103" in f.message
     assert [s.end for s in a.sessions if s.session_id == 102] == ["evicted"]
     [pressure] = [f for f in a.findings if f.code == "EVICTION_PRESSURE"]
     assert pressure.client == C[0]
@@ -99,7 +99,7 @@ def test_a_session_that_ends_after_the_newcomer_arrived_was_still_there():
     victim_b_then_newcomer_c(c, meanwhile=lambda: fetch(c, A, 1, epoch=0, response_session_id=101))
     fetch(c, A, 1, session_id=101, epoch=1, partitions=(), forgotten=(("t", 0),), response_session_id=0)
     f = not_found(analyze_items(c.exchanges, cache_slots=2, cache_shards=1))
-    assert f.cause == "evicted" and "by a 2 slots (1 shard of 2) cache" in f.message, f.message
+    assert f.cause == "evicted" and "by its cache of 2 slots (1 shard of 2)" in f.message, f.message
 
 
 def test_only_the_victims_shard_counts():
