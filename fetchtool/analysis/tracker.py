@@ -73,7 +73,7 @@ class TrackedSession:
         "parts", "max_parts", "incremental", "errors", "last_epoch", "expected_epoch", "end", "end_reason",
         "end_frame", "end_ts", "conns", "steps", "dropped", "last_success", "last_request_ts", "recent",
         "closed_ts", "error_ts", "error_conn_changed", "uses_topic_ids", "last_conn", "versions_before",
-        "created_on_reconnect", "replica_id",
+        "created_on_reconnect", "replica_id", "forgotten_keys",
     )  # fmt: skip
 
     def __init__(self, broker: str, session_id: int, ex: Exchange, client_key: tuple) -> None:
@@ -111,6 +111,7 @@ class TrackedSession:
         self.versions_before: frozenset[int] = frozenset()  # Fetch versions its client used with this broker before
         self.created_on_reconnect = False  # created on another connection than its client's previous request
         self.replica_id = ex.replica_id
+        self.forgotten_keys: set | None = None  # a session alive before the capture: partitions it forgot in it
 
     @property
     def key(self) -> tuple[str, int]:
@@ -350,7 +351,7 @@ class SessionTracker:
         s.recent.append(sent)
         if err is None and ex.response_partitions is None:
             # Response not captured: assume the broker processed it (the usual case for a lost response).
-            added, forgotten = self._apply(s, ex)
+            added, forgotten = self._apply(s, ex, client)
             s.expected_epoch = next_epoch(epoch)
             broker.cache_event(ex.ts, TOUCH, sid, len(s.parts), _privileged(ex), s)
             self._step(s, ex, INCREMENTAL, added, forgotten)
@@ -369,7 +370,7 @@ class SessionTracker:
             self._step(s, ex, INCREMENTAL, 0, 0)
         elif err == 0:
             broker.granted = True
-            added, forgotten = self._apply(s, ex)
+            added, forgotten = self._apply(s, ex, client)
             s.incremental += 1
             s.last_epoch = epoch
             s.expected_epoch = next_epoch(epoch)
@@ -398,8 +399,9 @@ class SessionTracker:
         return Observation(ex, INCREMENTAL, client, s, expected, prev_success, prev_requests, False,
                            reconnected)  # fmt: skip
 
-    @staticmethod
-    def _apply(s: TrackedSession, ex: Exchange) -> tuple[int, int]:
+    def _apply(self, s: TrackedSession, ex: Exchange, client: TrackedClient | None = None) -> tuple[int, int]:
+        if s.before_capture:
+            return self._apply_unknown_start(s, ex, client)
         parts = s.parts
         before = len(parts)
         rows = ex.request_partitions
@@ -422,6 +424,46 @@ class SessionTracker:
         if len(parts) > s.max_parts:
             s.max_parts = len(parts)
         return added, forgotten
+
+    def _apply_unknown_start(self, s: TrackedSession, ex: Exchange, client: TrackedClient | None) -> tuple[int, int]:
+        """_apply for a session alive before the capture, whose partitions at the start are unknown: a partition
+        first seen may have been cached since its creation (Kafka 'updates' it), so it is called added only when
+        the capture shows it new: forgotten earlier in the capture, fetched by the same client from another
+        broker in the capture (its leader moved here), or with nothing fetched yet (offset 0, no last fetched
+        epoch), which a client only sends for a partition it starts fetching."""
+        parts, gone = s.parts, s.forgotten_keys
+        added = 0
+        for p in ex.request_partitions:
+            k = (p.topic_id or p.topic, p.partition)
+            if k not in parts:
+                parts.add(k)
+                if ((gone is not None and k in gone) or (p.fetch_offset == 0 and p.last_fetched_epoch == -1)
+                        or self._fetched_elsewhere(client, s, k)):
+                    added += 1
+        forgotten = 0
+        for p in ex.forgotten_partitions:
+            k = (p.topic_id or p.topic, p.partition)
+            if s.forgotten_keys is None:
+                s.forgotten_keys = gone = set()
+            gone.add(k)
+            if k in parts:
+                parts.discard(k)
+                forgotten += 1
+        if len(parts) > s.max_parts:
+            s.max_parts = len(parts)
+        return added, forgotten
+
+    def _fetched_elsewhere(self, client: TrackedClient | None, s: TrackedSession, k: tuple) -> bool:
+        """Did ``client`` fetch partition ``k`` in a session on another broker, as far as the capture shows?"""
+        if client is None:
+            return False
+        for broker, sid in client.sessions:
+            if broker == s.broker:
+                continue
+            other = self.brokers[broker].sessions.get(sid)
+            if other is not None and (k in other.parts or (other.forgotten_keys and k in other.forgotten_keys)):
+                return True
+        return False
 
     @staticmethod
     def _step(s: TrackedSession, ex: Exchange, kind: str, added: int, forgotten: int) -> None:

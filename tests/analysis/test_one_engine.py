@@ -217,3 +217,14 @@ def test_kraft_voter_fetches_are_left_out_of_savings_and_session_findings():
     a = analyze_items(c.exchanges)
     assert [p["client_id"] for p in a.savings["per_client"]] == ["java"]
     assert not [f for f in a.findings if f.client_id == "raft-client-3"]
+
+
+# -- a session alive before the capture: what it had cached is unknown ------------------------------------------
+def test_a_partition_first_seen_in_a_session_begun_before_the_capture_is_only_added_when_shown_new():
+    c = Capture()
+    # the follower's session predates the capture: partition t-2 (fetched up to offset 7) may be cached already
+    fetch(c, "broker-2-fetcher-0", 1, session_id=42, epoch=14, response_session_id=42, partitions=(("t", 2, 7),))
+    # a partition with nothing fetched yet is one the fetcher starts: new to the session
+    fetch(c, "broker-2-fetcher-0", 1, session_id=42, epoch=15, response_session_id=42, partitions=(("new", 0, 0),))
+    steps = session(analyze_items(c.exchanges), 42).steps
+    assert [(st.epoch, st.added) for st in steps] == [(14, 0), (15, 1)]

@@ -34,12 +34,6 @@ BOUNDARY_S = 0.01  # a request logged this close to the capture's first or last 
 
 # (test name, capture name) -> what fetchtool says vs what Kafka's log says.
 KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
-    ("test_a_session_begun_before_the_capture_is_not_said_to_add_partitions_kafka_already_cached",
-     "cluster-followers"): (
-        "in follower sessions created before tcpdump started (357375891 and 171156592 on node 3, 20253035 on "
-        "node 1) fetchtool counts a partition first seen in the capture as added (added=1) where Kafka's log says "
-        "'added 0 partition(s), updated 1 partition(s)': it was cached since the session's creation; fetchtool "
-        "cannot know the session's partitions and should not call them added"),
 }
 
 
