@@ -24,6 +24,8 @@ SEVERITY: dict[str, str] = {
     "RESPONSE_MISSING": INFO,
     "CAPTURE_GAP": INFO,
     "SESSIONS_NOT_GRANTED": INFO,
+    "BROKER_LOST": ERROR,
+    "STALE_EVICTION": WARNING,
 }
 
 SLOTS = "max.incremental.fetch.session.cache.slots"
@@ -33,6 +35,11 @@ ADVICE: dict[tuple[str, str | None], str] = {
     ("FETCH_SESSION_ID_NOT_FOUND", "evicted"): (
         f"Raise {SLOTS} on the broker (default 1000, divided into 8 shards of 125 since Kafka 3.8) and fix the "
         f"clients named in EVICTION_PRESSURE that create sessions fastest; watch {METER}."
+    ),
+    ("FETCH_SESSION_ID_NOT_FOUND", "evicted_stale"): (
+        "The client left its session unused for over 120 s (Kafka's minimum eviction time), so the next new "
+        "session in its shard took the slot: look at that client (a paused or stuck consumer, a long GC pause, "
+        "a poll loop blocked by processing); the cache size is not the cause. The client recovers with a full fetch."
     ),
     ("FETCH_SESSION_ID_NOT_FOUND", "broker_restart"): (
         "Sessions live only in broker memory, so one such error per client after a broker restart is expected "
@@ -71,6 +78,12 @@ ADVICE: dict[tuple[str, str | None], str] = {
         "The session was created with one Fetch version family (v13+ uses topic ids, v12 and older names) and "
         "continued with the other, typical during a rolling upgrade or downgrade: finish the upgrade "
         "(inter.broker.protocol.version / metadata.version) and use a client with KAFKA-13111 (3.1+)."
+    ),
+    ("FETCH_SESSION_TOPIC_ID_ERROR", "client_version_switch"): (
+        "The client changed Fetch versions within one session by itself (e.g. a full fetch at v12 on a new "
+        "connection before it knew the broker's versions, then v13+), not a rolling upgrade: the broker had "
+        "accepted the newer version from it before. Report it to the client's maintainers with the frames; it "
+        "recovers with a full fetch (a new session), so the error is self-healing if rare."
     ),
     ("FETCH_SESSION_TOPIC_ID_ERROR", "unknown"): (
         "Capture the request that created this session to see its Fetch version; check for a rolling upgrade of "
@@ -112,6 +125,16 @@ ADVICE: dict[tuple[str, str | None], str] = {
     ("CAPTURE_GAP", None): (
         "The capture dropped packets: capture with a larger buffer (tcpdump -B 65536), a snaplen of 0 and a "
         "port filter, or on the broker host."
+    ),
+    ("STALE_EVICTION", None): (
+        "The client left its session unused for over 120 s (Kafka's minimum eviction time), so a new session in "
+        "its shard took the slot: look at that client (a paused or stuck consumer, a long GC pause, a poll loop "
+        "blocked by processing); the cache size is not the cause."
+    ),
+    ("BROKER_LOST", None): (
+        "The broker died or was cut off (a crash, kill -9, OOM, its host or network): check its logs and the "
+        "restart reason at this time. Its fetch sessions were lost with it; clients recover with full fetches "
+        "(the Java client sends (old id, 0) on its new connection, so no FETCH_SESSION_ID_NOT_FOUND follows)."
     ),
     ("SESSIONS_NOT_GRANTED", None): (
         "No action needed unless you expect incremental fetches: a broker without KIP-227 sessions (e.g. tansu) "

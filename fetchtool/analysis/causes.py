@@ -5,12 +5,13 @@ failed in the same broker restart, a concurrent request the broker processed fir
 
 * FETCH_SESSION_ID_NOT_FOUND (70)
   - closed_by_client: the client (or anyone) closed the session with a full request before using it again.
-  - broker_restart: the client reconnected, and every session on that broker that was used again failed on a
-    new connection, all after the last success of any of them (the broker lost its whole cache at once).
-  - evicted: the broker's cache (or the victim's shard) was full, as given by --cache-slots/--cache-shards or
-    inferred from the capture, and a newer session was created there between the victim's last success and
-    its error.
-  - unknown otherwise, with the evidence that would settle it.
+  - broker_restart: the broker was lost with its whole cache (every connection with a request in flight cut at
+    once, analysis.connections), or the client reconnected and every session on that broker that was used
+    again failed on a new connection, all after the last success of any of them.
+  - evicted: replaying the capture through Kafka's own cache (analysis.shadow, fetchtool.sessions) evicts the
+    session before its error, stale or by size, for the same newcomer with every cache size the capture allows
+    (or the one given by --cache-slots/--cache-shards).
+  - unknown otherwise, with the cache sizes the capture allows and the evidence that would settle it.
 * INVALID_FETCH_SESSION_EPOCH (71)
   - bad_wrap: the last accepted epoch was 2147483647 and the request carried 0 or a negative epoch.
   - concurrent_requests: another request of the session was in flight when this one was sent (or the broker
@@ -25,11 +26,11 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from operator import itemgetter
 
-from fetchtool.sessions.cache import DEFAULT_SHARDS, FetchSessionCache
-from fetchtool.sessions.errors import SessionIdOutOfRange
 from fetchtool.sessions.metadata import MAX_INT
 
-from .tracker import PRESUMED, LiveSessions, SentRequest, TrackedBroker, TrackedSession
+from .shadow import Eviction, Verdict
+from .timefmt import clock as _clock
+from .tracker import SentRequest, TrackedBroker, TrackedSession
 
 LATER = 4  # requests of the same session after a 71 kept as evidence
 
@@ -52,6 +53,7 @@ class Cause:
     cause: str
     detail: str  # the evidence, as words for the finding's message
     evicted_by: TrackedSession | None = None
+    eviction: Eviction | None = None
 
 
 # -- 71 ------------------------------------------------------------------------------------------------------
@@ -110,15 +112,43 @@ class NotFoundResolver:
         for s in sessions:
             self.by_broker.setdefault(s.broker, []).append(s)
         self.slots = cache_slots
-        self.shards = cache_shards if cache_shards else (DEFAULT_SHARDS if cache_slots is not None else None)
-        self._cache = FetchSessionCache(cache_slots, self.shards, record_events=False) if cache_slots is not None else None
-        self._live: dict[str, LiveSessions] = {}
-        self._shard_live: dict[tuple[str, int], LiveSessions] = {}  # (broker, shard number), presumed rule
+        self.verdicts: dict[str, Verdict] = {}  # broker -> its shadow cache (set before causes are asked)
+        self.losses: dict[str, list] = {}  # broker -> BrokerLoss, from its connections (analysis.connections)
         self._peers: dict[str, tuple] = {}
         self._restarts: dict[tuple[str, int, int], Cause | None] = {}
         self._by_last_request: dict[str, list[tuple[float, TrackedSession]]] = {}
 
     def cause(self, p: PendingError) -> Cause:
+        """The cause, once the shadow caches are in ``verdicts``."""
+        first = self.cause_before_cache(p)
+        if first is not None:
+            return first
+        s = p.session
+        evicted = self._evicted(p)
+        if evicted is not None:
+            return evicted
+        if p.prev_success is None:
+            return Cause("unknown", "the capture holds no successful request of this session; a capture covering "
+                                    "its creation and last success would settle it" + self.unknown_hint(s.broker))
+        hint = "--cache-slots/--cache-shards (the broker's cache size)" if self.slots is None else "a longer capture"
+        verdict = self.verdicts.get(s.broker)
+        if verdict is not None and not verdict.shapes:
+            hint = ("the broker's cache settings (--cache-slots, --cache-shards, and --eviction-ms if it is not "
+                    "Apache Kafka's 120 s)")
+        since = f"its last successful request at frame {p.prev_success.request_frame}"
+        refused = self.brokers[s.broker].refused
+        if refused and self.slots is None:
+            # A refusal proves the cache was full at that moment, not that this session was the one evicted.
+            return Cause("unknown", f"the broker refused {refused} new session(s) (its cache was full), so an "
+                                    f"eviction since {since} is likely, but the capture does not tell which creation "
+                                    f"evicted it{self.unknown_hint(s.broker)}; {hint} or the broker's eviction "
+                                    "metric would settle it")  # fmt: skip
+        return Cause("unknown", f"no restart, close or eviction by Kafka's rules is visible between {since} and this "
+                                f"error{self.unknown_hint(s.broker)}; {hint} or the broker's eviction metric would "
+                                "settle it")  # fmt: skip
+
+    def cause_before_cache(self, p: PendingError) -> Cause | None:
+        """The causes that need no cache model: a close by the client, a broker restart."""
         s, ex = p.session, p.ex
         if s.closed_ts is not None and ex.ts is not None and s.closed_ts <= ex.ts:
             return Cause("closed_by_client", f"session {s.session_id} was closed by a full request at frame "
@@ -126,25 +156,14 @@ class NotFoundResolver:
         if s.end_reason == "every partition was forgotten":
             return Cause("closed_by_client", f"the broker dropped session {s.session_id} at frame {s.end_frame} "
                                              "because the client forgot every partition")  # fmt: skip
-        restart = self._restart(p)
-        if restart is not None:
-            return restart
-        evicted = self._evicted(p)
-        if evicted is not None:
-            return evicted
-        if p.prev_success is None:
-            return Cause("unknown", "the capture holds no successful request of this session; a capture covering "
-                                    "its creation and last success would settle it")  # fmt: skip
-        hint = "--cache-slots/--cache-shards (the broker's cache size)" if self.slots is None else "a longer capture"
-        since = f"its last successful request at frame {p.prev_success.request_frame}"
-        refused = self.brokers[s.broker].refused
-        if refused and self.slots is None:
-            # A refusal proves the cache was full at that moment, not that this session was the one evicted.
-            return Cause("unknown", f"the broker refused {refused} new session(s) (its cache was full), so an "
-                                    f"eviction since {since} is likely, but the capture does not show the cache size; "
-                                    f"{hint} or the broker's eviction metric would settle it")  # fmt: skip
-        return Cause("unknown", f"no restart, close or full cache is visible between {since} and this error; {hint} "
-                                "or the broker's eviction metric would settle it")  # fmt: skip
+        for loss in self.losses.get(s.broker, ()):
+            born = s.created_ts if s.created_ts is not None else float("-inf")
+            if born <= loss.last_answer < (ex.ts or 0):
+                back = f"; it answered again {loss.back - loss.last_answer:.1f} s later" if loss.back else ""
+                return Cause("broker_restart", f"its broker was lost with its whole cache after "
+                                               f"{_clock(loss.last_answer)}: every connection with a request in "
+                                               f"flight ({len(loss.connections)}) was cut at once{back}")  # fmt: skip
+        return self._restart(p)
 
     # broker_restart: the whole cache vanished at once, after the connections were re-established.
     def _restart(self, p: PendingError) -> Cause | None:
@@ -201,65 +220,36 @@ class NotFoundResolver:
                 key=itemgetter(0), reverse=True)  # fmt: skip
         return order
 
-    # evicted: a full cache (or shard) and a newer session created between the victim's last success and its error.
+    # evicted: the shadow cache (analysis.shadow) replayed Kafka's own eviction rule over the capture.
     def _evicted(self, p: PendingError) -> Cause | None:
         s = p.session
-        last = s.last_success
-        if last is None or last.ts is None or s.error_ts is None:
+        verdict = self.verdicts.get(s.broker)
+        if verdict is None or s.error_ts is None:
             return None
-        broker = self.brokers[s.broker]
-        for n in broker.created:
-            if n is s or n.created_ts is None or not (last.ts < n.created_ts <= s.error_ts):
-                continue
-            if self._cache is not None:
-                shard_n, shard_s = self._shard(n.session_id), self._shard(s.session_id)
-                if shard_n is None or shard_n is not shard_s:
-                    continue
-                live = self._presumed_live(s.broker, n, shard_n)
-                if live >= shard_n.max_entries:
-                    return Cause("evicted", f"the cache shard held {live} sessions, its limit of "
-                                            f"{shard_n.max_entries} ({self.slots} slots / {self.shards} shards), when "
-                                            f"session {n.session_id} was created at frame "
-                                            f"{n.created_response_frame}", n)  # fmt: skip
-            else:
-                lives = self._lives(s.broker)
-                peak = lives.peak
-                live = lives.at(n.created_ts, exclude=s)
-                # A one-session 'limit' says nothing about the cache size: ask for --cache-slots instead.
-                if live >= peak >= 2:
-                    return Cause("evicted", f"the broker's cache was at its observed limit of {peak} sessions when "
-                                            f"session {n.session_id} was created at frame "
-                                            f"{n.created_response_frame}", n)  # fmt: skip
-        return None
-
-    def _shard(self, session_id: int):
-        try:
-            return self._cache.get_cache_shard(session_id)
-        except SessionIdOutOfRange:
+        e = verdict.evictions.get(s)
+        if e is None or e.t_ms > int(s.error_ts * 1000):
             return None
+        return Cause("evicted", eviction_detail(e, verdict), e.evictor, e)
 
-    def _presumed_live(self, broker: str, newcomer: TrackedSession, shard) -> int:
-        """Sessions the broker held in `newcomer`'s shard when it was created (as far as the capture shows):
-        LiveSessions' presumed rule, one per (broker, shard)."""
-        key = (broker, shard.shard_num)
-        lives = self._shard_live.get(key)
-        if lives is None:
-            self._group_by_shard(broker)  # every shard of this broker at once
-            lives = self._shard_live[key]
-        return lives.before(newcomer.created_ts)
+    def unknown_hint(self, broker: str) -> str:
+        verdict = self.verdicts.get(broker)
+        if verdict is None:
+            return ""
+        return f"; replaying the capture through Kafka's cache, {verdict.bounds()}"
 
-    def _group_by_shard(self, broker: str) -> None:
-        groups: dict[int, list[TrackedSession]] = {k.shard_num: [] for k in self._cache.shards}
-        for x in self.by_broker[broker]:
-            shard = self._shard(x.session_id)
-            if shard is not None:
-                groups[shard.shard_num].append(x)
-        for num, members in groups.items():
-            self._shard_live[(broker, num)] = LiveSessions(members, rule=PRESUMED)
 
-    def _lives(self, broker: str) -> LiveSessions:
-        """When the broker's sessions were certainly in its cache; its peak is the inferred slot limit."""
-        lives = self._live.get(broker)
-        if lives is None:
-            lives = self._live[broker] = LiveSessions(self.by_broker[broker])
-        return lives
+def eviction_detail(e: Eviction, verdict: Verdict) -> str:
+    """Why Kafka evicted e.victim, in words: stale (its client left it idle) or by size (for whom)."""
+    n = e.evictor
+    if verdict.told:
+        shape = f"its cache of {verdict.shapes[0].describe()}"
+    else:
+        shape = f"every cache size that fits the capture ({verdict.bounds().removesuffix(' fit the capture')})"
+    newcomer = (f"session {n.session_id} was created at frame {n.created_response_frame} for "
+                f"{n.client_id or '?'}@{n.client} ({e.evictor_size} partition(s))")
+    if e.reason == "stale":
+        return (f"the broker evicted it as stale: its client had not used it for {e.idle_ms / 1000:.1f} s (over "
+                f"Kafka's 120 s) when {newcomer} in its shard, by {shape}")
+    why = "a follower's priority" if e.reason == "privileged" else "more partitions"
+    return (f"the broker evicted it ({e.victim_size} partition(s)) to make room in its full shard, by {shape}: "
+            f"{newcomer}, with {why}")

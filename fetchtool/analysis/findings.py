@@ -9,13 +9,19 @@ first frames, so a capture gives one finding per problem, not one alarm per fetc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fetchtool.sessions.errors import error_name
 
 from .advice import SEVERITY, advice
 from .causes import LATER, NotFoundResolver, PendingError, epoch_cause
-from .model import FULL_CREATE, INCREMENTAL, SESSIONLESS, SNAPSHOT, Finding
+from .model import ALIVE, CLOSED, EVICTED, FULL_CREATE, INCREMENTAL, LOST, SESSIONLESS, SNAPSHOT, Finding
+from .connections import broker_losses
+from .kraft import is_kraft_voter_fetch
+from fetchtool.sessions.cache import DEFAULT_EVICTION_MS
+
+from .shadow import RESTART, infer
+from .timefmt import clock as _clock
 from .tracker import Observation, SessionTracker
 
 MAX_FRAMES = 20
@@ -58,9 +64,11 @@ class _PairStats:
 
 
 class FindingsEngine:
-    def __init__(self, cache_slots: int | None = None, cache_shards: int | None = None) -> None:
+    def __init__(self, cache_slots: int | None = None, cache_shards: int | None = None,
+                 eviction_ms: int = DEFAULT_EVICTION_MS) -> None:
         self.cache_slots = cache_slots
         self.cache_shards = cache_shards
+        self.eviction_ms = eviction_ms  # Kafka's is 120 s (not a config); other brokers may differ
         self.findings: list[Finding] = []
         self.pending_70: list[PendingError] = []
         self.pending_71: list[PendingError] = []
@@ -72,6 +80,7 @@ class FindingsEngine:
         self._snapshot_next: dict[tuple, int] = {}
         self._snapshot_errors: dict[tuple, _Agg] = {}
         self._quality: dict[tuple, _Agg] = {}
+        self._cut: set[tuple[str, int]] = set()  # (broker, connection) cut with a lost broker
         self.last_ts: float | None = None
 
     # -- streaming -----------------------------------------------------------------------------------------
@@ -103,6 +112,8 @@ class FindingsEngine:
                 self._watch.setdefault(s.key, []).append(pending)
             elif err == 106:
                 self._topic_id_error(pending)
+        if obs.kind == SESSIONLESS and is_kraft_voter_fetch(ex):
+            return  # a KRaft voter's Fetch: sessionless by design, no session finding applies
         pair_key = (obs.client.host, obs.client.client_id, ex.broker)
         st = self._pairs.get(pair_key)
         if st is None:
@@ -151,11 +162,26 @@ class FindingsEngine:
     # -- per-exchange detectors ----------------------------------------------------------------------------
     def _topic_id_error(self, p: PendingError) -> None:
         ex, s = p.ex, p.session
-        family = "v13+ (topic ids)" if ex.api_version >= 13 else "v12 or older (topic names)"
-        if s.uses_topic_ids is not None and not s.before_capture and s.uses_topic_ids != (ex.api_version >= 13):
-            cause = "version_mismatch"
-            msg = (f"Session {s.session_id} was created with Fetch v{s.created_version} but this request is Fetch "
-                   f"v{ex.api_version}, {family}, so the broker rejects it with FETCH_SESSION_TOPIC_ID_ERROR.")
+        ids = ex.api_version >= 13
+        family = "v13+ (topic ids)" if ids else "v12 or older (topic names)"
+        if s.uses_topic_ids is not None and not s.before_capture and s.uses_topic_ids != ids:
+            used = sorted(v for v in s.versions_before if (v >= 13) == ids)
+            if used:
+                # The broker had accepted the request's family from this client before the session was created:
+                # no upgrade in between, the client itself changed versions.
+                cause = "client_version_switch"
+                where = "on its new connection" if s.created_on_reconnect else "on its connection"
+                msg = (f"Session {s.session_id} was created with Fetch v{s.created_version} {where} (frame "
+                       f"{s.created_request_frame}), although this client had used Fetch v{used[-1]} with this "
+                       f"broker before; this request is Fetch v{ex.api_version}, {family}, so the broker rejects it "
+                       "with FETCH_SESSION_TOPIC_ID_ERROR. The client switched Fetch versions on its own"
+                       + (" reconnect" if s.created_on_reconnect else "") + "; no upgrade is visible.")
+            else:
+                cause = "version_mismatch"
+                msg = (f"Session {s.session_id} was created with Fetch v{s.created_version} but this request is "
+                       f"Fetch v{ex.api_version}, {family}, so the broker rejects it with "
+                       "FETCH_SESSION_TOPIC_ID_ERROR; the client had not used this Fetch version with this broker "
+                       "before (an upgrade or downgrade of the broker or the client in between).")
         else:
             cause = "unknown"
             msg = (f"Fetch v{ex.api_version} request of session {s.session_id} got FETCH_SESSION_TOPIC_ID_ERROR; "
@@ -256,20 +282,20 @@ class FindingsEngine:
     # -- end of capture ------------------------------------------------------------------------------------
     def finish(self, tracker: SessionTracker) -> list[Finding]:
         resolver = NotFoundResolver(tracker.brokers, tracker.sessions, self.cache_slots, self.cache_shards)
+        self._broker_losses(resolver, tracker)
+        self._shadow_caches(resolver, tracker)
         evicted: dict[str, list] = {}
         for p in self.pending_70:
             c = resolver.cause(p)
             s = p.session
-            if p.session.end_reason == "FETCH_SESSION_ID_NOT_FOUND" or s.end in ("lost",):
-                if c.cause == "evicted":
-                    s.end, s.end_reason = "evicted", c.detail
-                elif c.cause == "broker_restart":
-                    s.end_reason = "broker restart"
-            if c.cause == "evicted":
+            if c.cause == "broker_restart" and s.end == LOST and s.end_reason == "FETCH_SESSION_ID_NOT_FOUND":
+                s.end_reason = "broker restart"
+            if c.cause == "evicted" and c.eviction.reason != "stale":
                 evicted.setdefault(s.broker, []).append((p, c))
             msg = (f"Incremental fetch of session {s.session_id} (epoch {p.ex.session_epoch}) got "
                    f"FETCH_SESSION_ID_NOT_FOUND: {c.detail}.")
-            self._add_ex("FETCH_SESSION_ID_NOT_FOUND", c.cause, p.ex, msg)
+            self._add_ex("FETCH_SESSION_ID_NOT_FOUND", c.cause, p.ex, msg, stale=c.cause == "evicted"
+                         and c.eviction.reason == "stale")
         for p in self.pending_71:
             c = epoch_cause(p)
             msg = (f"Incremental fetch of session {p.session.session_id} with epoch {p.ex.session_epoch} got "
@@ -279,6 +305,92 @@ class FindingsEngine:
         self._pair_findings(tracker)
         self._aggregates()
         return sorted(self.findings, key=lambda f: f.sort_key)
+
+    def _broker_losses(self, resolver: NotFoundResolver, tracker: SessionTracker) -> None:
+        """Brokers lost with their cache (analysis.connections): a finding each, their sessions ended, the shadow
+        cache emptied, and the requests cut with them no longer blamed on the capture."""
+        by_broker: dict[str, list] = {}
+        for s in tracker.sessions:
+            by_broker.setdefault(s.broker, []).append(s)
+        for name, b in tracker.brokers.items():
+            losses = broker_losses(name, list(b.connections.values()), self.last_ts)
+            if not losses:
+                continue
+            resolver.losses[name] = losses
+            for loss in losses:
+                b.cache_event(loss.last_answer, RESTART, 0, 0, False)
+                self._cut.update((name, conn) for conn in loss.conns)
+                lost = 0
+                for s in by_broker.get(name, ()):
+                    born = s.created_ts if s.created_ts is not None else float("-inf")
+                    if born <= loss.last_answer and (s.end == ALIVE or (s.end in (CLOSED, LOST) and s.end_ts is not None
+                                                                         and s.end_ts > loss.last_answer)):
+                        s.end, s.end_frame, s.end_ts = LOST, None, loss.last_answer
+                        s.end_reason = f"lost with its broker (every connection cut after {_clock(loss.last_answer)})"
+                        lost += 1
+                self.findings.append(self._loss_finding(loss, lost))
+
+    def _loss_finding(self, loss, lost: int) -> Finding:
+        first = min(loss.connections, key=lambda c: c.cut_request_ts or 0)
+        clients = sorted({c.client_id or "?" for c in loss.connections})
+        back = (f"it answered again {loss.back - loss.last_answer:.1f} s later, on new connections"
+                if loss.back is not None else "it never answered again in the capture")
+        names = ", ".join(clients[:6]) + (", ..." if len(clients) > 6 else "")
+        msg = (f"Broker {loss.broker} stopped answering after {_clock(loss.last_answer)}: {len(loss.connections)} "
+               f"connections ({names}) were cut at once with {loss.in_flight} request(s) in flight, and no "
+               f"connection opened before was answered again; {back}. Its {lost} fetch session(s) were lost with it.")
+        return Finding(
+            code="BROKER_LOST", severity=SEVERITY["BROKER_LOST"], cause=None, client=first.client,
+            client_id=first.client_id, broker=loss.broker, session_id=None, epoch=None, file=None,
+            request_frame=first.cut_request_frame, response_frame=None, ts=loss.last_answer, message=msg,
+            advice=advice("BROKER_LOST"), count=len(loss.connections),
+            frames=tuple(c.cut_request_frame for c in loss.connections if c.cut_request_frame is not None)[:MAX_FRAMES],
+        )  # fmt: skip
+
+    def _shadow_caches(self, resolver: NotFoundResolver, tracker: SessionTracker) -> None:
+        """Replay each broker's cache through Kafka's engine (analysis.shadow): the evictions it proves end their
+        sessions, and its peak is the broker's max_live_sessions."""
+        explained: dict[str, set] = {}
+        unexplained: set[str] = set()
+        for p in self.pending_70:
+            if resolver.cause_before_cache(p) is None:
+                unexplained.add(p.session.broker)
+            elif p.session.error_ts is not None:
+                explained.setdefault(p.session.broker, set()).add(p.session)
+        for name, b in tracker.brokers.items():
+            verdict = infer(b.cache_events, self.cache_slots, self.cache_shards,
+                            evidence=bool(b.refused) or name in unexplained,
+                            gone=frozenset(explained.get(name, ())), eviction_ms=self.eviction_ms)
+            resolver.verdicts[name] = verdict
+            b.max_live = verdict.peak
+            b.cache_events = []  # replayed: free the memory
+            for victim, e in verdict.evictions.items():
+                if victim.end in (ALIVE, LOST) or (victim.end == CLOSED and victim.end_ts is not None
+                                                   and victim.end_ts * 1000 >= e.t_ms):
+                    n = e.evictor
+                    if victim.end == CLOSED and e.reason == "stale" and victim.error_ts is None:
+                        # its client came back naming it with a full fetch: the broker had evicted it already
+                        self.findings.append(self._stale_comeback(victim, e, victim.end_frame, victim.end_ts))
+                    how = (f"evicted as stale (idle {e.idle_ms / 1000:.1f} s)" if e.reason == "stale" else
+                           f"evicted by size ({e.victim_size} < {e.evictor_size} partitions)")
+                    victim.end = EVICTED
+                    victim.end_reason = (f"{how} for session {n.session_id} of {n.client_id or '?'}@{n.client}")
+                    victim.end_frame = n.created_response_frame
+                    victim.end_ts = e.t_ms / 1000
+
+    def _stale_comeback(self, victim, e, frame, ts) -> Finding:
+        n = e.evictor
+        msg = (f"Session {victim.session_id} of {victim.client_id or '?'}@{victim.client} was evicted as stale at "
+               f"{_clock(e.t_ms / 1000)}: its client had not used it for {e.idle_ms / 1000:.1f} s (over Kafka's "
+               f"120 s) when session {n.session_id} of {n.client_id or '?'}@{n.client} was created in its shard. "
+               f"The client came back {ts - e.t_ms / 1000:.1f} s later (frame {frame}) with a full fetch naming it, "
+               "so it had to start a new session.")
+        return Finding(
+            code="STALE_EVICTION", severity=SEVERITY["STALE_EVICTION"], cause="idle_client", client=victim.client,
+            client_id=victim.client_id, broker=victim.broker, session_id=victim.session_id, epoch=0,
+            file=victim.file, request_frame=frame, response_frame=None, ts=e.t_ms / 1000, message=msg,
+            advice=advice("STALE_EVICTION"), count=1, frames=(frame,) if frame is not None else (),
+        )  # fmt: skip
 
     def _eviction_pressure(self, evicted: dict[str, list], tracker: SessionTracker) -> None:
         for broker, victims in evicted.items():
@@ -290,8 +402,9 @@ class FindingsEngine:
             names = ", ".join(f"{(k[0][1] or '?')}@{k[1]} ({v})" for k, v in ranked[:5])
             first_p = victims[0][0]
             b = tracker.brokers[broker]
-            msg = (f"Broker {broker} evicted {len(victims)} session(s) because its cache was full while "
-                   f"{len(b.created)} sessions were created in the capture; likely evictors: {names}.")
+            msg = (f"Broker {broker} evicted {len(victims)} session(s) still in use to make room in full cache shards "
+                   f"({len(b.created)} sessions were created in the capture), each for a session with more "
+                   f"partitions or a follower's; evictors: {names}.")
             top_key, top_client = ranked[0][0]
             self.findings.append(Finding(
                 code="EVICTION_PRESSURE", severity=SEVERITY["EVICTION_PRESSURE"], cause=None, client=top_client,
@@ -346,8 +459,10 @@ class FindingsEngine:
             self._add_agg("SNAPSHOT_ERROR", None, agg.ex, msg, agg.count, agg.frames)
         for (client, broker), rows in self._missing.items():
             end = self.last_ts
-            late = [ex for ex in rows if end is None or ex.ts is None
-                    or ex.ts + (ex.max_wait_ms or 0) / 1000 + IN_FLIGHT_GRACE < end]  # fmt: skip
+            # a request cut with its broker is in BROKER_LOST: the capture did not lose its answer
+            late = [ex for ex in rows if (end is None or ex.ts is None
+                    or ex.ts + (ex.max_wait_ms or 0) / 1000 + IN_FLIGHT_GRACE < end)
+                    and (ex.broker, ex.conn) not in self._cut]  # fmt: skip
             if not late:
                 continue  # only requests still in flight when the capture stopped
             msg = (f"{len(late)} request(s) from {client} to {broker} have no response in the capture "
@@ -376,9 +491,13 @@ class FindingsEngine:
             advice=advice(code, cause), count=count, frames=tuple(f for f in frames if f is not None),
         )  # fmt: skip
 
-    def _add_ex(self, code, cause, ex, message) -> None:
+    def _add_ex(self, code, cause, ex, message, stale: bool = False) -> None:
         frames = [f for f in (ex.request_frame, ex.response_frame) if f is not None]
-        self.findings.append(self._finding(code, cause, ex, message, 1, frames))
+        f = self._finding(code, cause, ex, message, 1, frames)
+        if stale:  # the idle client is the cause, not the cache's size
+            f = replace(f, advice=advice(code, "evicted_stale"))
+        self.findings.append(f)
 
     def _add_agg(self, code, cause, ex, message, count, frames) -> None:
         self.findings.append(self._finding(code, cause, ex, message, count, frames))
+

@@ -102,6 +102,14 @@ class SessionLife:
     connections: int
     steps: tuple[EpochStep, ...] = ()
     steps_dropped: int = 0  # steps beyond the per-session cap (memory bound)
+    replica_id: int | None = None  # a follower's (>= 0): Kafka gives its session priority in the cache
+
+    @property
+    def owner(self) -> str:
+        """Who holds it, as a support engineer names it: client id@address, and a follower's replica id."""
+        who = f"{self.client_id or '?'}@{self.client}"
+        return who + (f" (follower, replica {self.replica_id})" if self.replica_id is not None
+                      and self.replica_id >= 0 else "")
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "steps"}
@@ -143,7 +151,7 @@ class BrokerSummary:
     clients: int
     sessions_created: int
     sessions_seen: int
-    max_live_sessions: int  # most sessions the capture shows in its cache at once (analysis.tracker.LiveSessions)
+    max_live_sessions: int  # most sessions the capture shows in its cache at once (the shadow cache replay, analysis.shadow)
     refused_creations: int  # session-creating requests answered with session id 0
     errors: dict[str, int]
 

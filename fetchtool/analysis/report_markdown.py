@@ -55,7 +55,7 @@ def render(a: Analysis) -> str:
             "|---|---|---|---|---|---|---|"]
     for s in a.sessions[:MAX_SESSION_ROWS]:
         out.append("| " + " | ".join(_cell(x) for x in (
-            s.broker, s.session_id, f"{s.client_id or '?'}@{s.client}", created_text(s),
+            s.broker, s.session_id, s.owner, created_text(s),
             f"{s.first_partitions}->{s.partitions}", s.incremental_requests, end_text(s))) + " |")  # fmt: skip
     if len(a.sessions) > MAX_SESSION_ROWS:
         out.append(f"\n{len(a.sessions) - MAX_SESSION_ROWS} more sessions: see `fetchtool analyze --format json`.")

@@ -71,7 +71,7 @@ def sessions_table(a: Analysis) -> Table:
                 "end"):  # fmt: skip
         t.add_column(col)
     for s in a.sessions[:MAX_SESSION_ROWS]:
-        t.add_row(s.broker, str(s.session_id), f"{s.client_id or '?'}@{s.client}", created_text(s),
+        t.add_row(s.broker, str(s.session_id), s.owner, created_text(s),
                   f"{s.first_partitions}->{s.partitions} (max {s.max_partitions})", str(s.incremental_requests),
                   "-" if s.last_epoch is None else str(s.last_epoch), str(s.errors), end_text(s))  # fmt: skip
     if len(a.sessions) > MAX_SESSION_ROWS:
@@ -86,7 +86,7 @@ def created_text(s: SessionLife) -> str:
 
 
 def end_text(s: SessionLife) -> str:
-    out = s.end
+    out = "alive at capture end" if s.end == "alive" else s.end
     if s.end_frame is not None:
         out += f" @{s.end_frame}"
     if s.end_reason and s.end != "alive":

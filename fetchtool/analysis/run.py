@@ -13,6 +13,8 @@ from operator import attrgetter
 
 from fetchtool.exchange import FETCH_SNAPSHOT, Exchange
 
+from fetchtool.sessions.cache import DEFAULT_EVICTION_MS
+
 from .findings import FindingsEngine
 from .model import Analysis, CaptureSummary, Finding
 from .savings import SavingsEstimator
@@ -96,9 +98,10 @@ class AnalysisPass:
     __slots__ = ("tracker", "engine", "totals", "savings", "savings_of", "files")
 
     def __init__(self, cache_slots: int | None = None, cache_shards: int | None = None,
-                 savings_of: Callable[[Exchange], bool] | None = None, files: Iterable[str] = ()) -> None:
+                 savings_of: Callable[[Exchange], bool] | None = None, files: Iterable[str] = (),
+                 eviction_ms: int = DEFAULT_EVICTION_MS) -> None:
         self.tracker = SessionTracker()
-        self.engine = FindingsEngine(cache_slots, cache_shards)
+        self.engine = FindingsEngine(cache_slots, cache_shards, eviction_ms)
         self.totals = _Totals()
         self.savings = SavingsEstimator()
         self.savings_of = savings_of
@@ -121,9 +124,10 @@ class AnalysisPass:
 
 def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: int | None = None,
                   cache_shards: int | None = None, decode_report=None,
-                  savings_of: Callable[[Exchange], bool] | None = None) -> Analysis:  # fmt: skip
+                  savings_of: Callable[[Exchange], bool] | None = None,
+                  eviction_ms: int = DEFAULT_EVICTION_MS) -> Analysis:  # fmt: skip
     """Exchanges (and OrphanResponses) in request order -> Analysis. ``savings_of``: see savings_filter."""
-    run = AnalysisPass(cache_slots, cache_shards, savings_of, files)
+    run = AnalysisPass(cache_slots, cache_shards, savings_of, files, eviction_ms)
     feed = run.feed
     for it in items:
         feed(it)
@@ -148,14 +152,15 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
 
 
 def analyze_capture(paths, *, ports=None, cache_slots: int | None = None, cache_shards: int | None = None,
-                    client: str | None = None, broker: str | None = None) -> Analysis:
+                    client: str | None = None, broker: str | None = None,
+                    eviction_ms: int = DEFAULT_EVICTION_MS) -> Analysis:
     """Decode capture files and analyse them, keeping what concerns ``client`` and/or ``broker`` if given.
     Raises CaptureError (one line) only when nothing could be read."""
     from fetchtool.decoder import decode_capture
 
     run = decode_capture(paths, ports)
     analysis = analyze_items(run, cache_slots=cache_slots, cache_shards=cache_shards, decode_report=run.report,
-                             savings_of=savings_filter(client, broker))
+                             savings_of=savings_filter(client, broker), eviction_ms=eviction_ms)
     return filtered(analysis, client, broker)
 
 

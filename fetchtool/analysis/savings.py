@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from fetchtool.exchange import FETCH, Exchange
 
+from .kraft import is_kraft_voter_fetch
 from .savings_model import (CLOSE, FULL, INCREMENTAL, LOST, POTENTIAL, REALISED, SESSIONLESS, ByteSums,
                             ExchangeSavings, StreamModel)
 
@@ -227,6 +228,8 @@ class SavingsEstimator:
         if ex.api_key != FETCH:
             self.snapshot_exchanges += 1
             return None
+        if is_kraft_voter_fetch(ex):
+            return None  # Raft replication of the metadata log: sessions could never apply to it
         key = (ex.client, ex.broker)
         model = self.streams.get(key)
         if model is None:

@@ -11,19 +11,18 @@ so a session survives a reconnect, and a client may hold sessions on several bro
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections import Counter, deque
-from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cached_property
 from operator import attrgetter
 
 from fetchtool.exchange import FETCH, FETCH_SNAPSHOT, Exchange
 from fetchtool.sessions.metadata import FINAL_EPOCH, INITIAL_EPOCH, FetchMetadata, next_epoch
 
+from .connections import ConnectionState
+from .shadow import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, TOUCH, CacheEvent
+from .model import CLOSE as CLOSE_KIND
 from .model import (
     ALIVE,
-    CLOSE,
     CLOSED,
     FULL,
     FULL_CREATE,
@@ -73,7 +72,8 @@ class TrackedSession:
         "created_response_frame", "created_ts", "created_version", "before_capture", "first_partitions",
         "parts", "max_parts", "incremental", "errors", "last_epoch", "expected_epoch", "end", "end_reason",
         "end_frame", "end_ts", "conns", "steps", "dropped", "last_success", "last_request_ts", "recent",
-        "closed_ts", "error_ts", "error_conn_changed", "uses_topic_ids", "last_conn",
+        "closed_ts", "error_ts", "error_conn_changed", "uses_topic_ids", "last_conn", "versions_before",
+        "created_on_reconnect", "replica_id", "forgotten_keys",
     )  # fmt: skip
 
     def __init__(self, broker: str, session_id: int, ex: Exchange, client_key: tuple) -> None:
@@ -108,6 +108,10 @@ class TrackedSession:
         self.error_conn_changed = False  # that error came on another connection than the last success
         self.uses_topic_ids: bool | None = None
         self.last_conn = ex.conn
+        self.versions_before: frozenset[int] = frozenset()  # Fetch versions its client used with this broker before
+        self.created_on_reconnect = False  # created on another connection than its client's previous request
+        self.replica_id = ex.replica_id
+        self.forgotten_keys: set | None = None  # a session alive before the capture: partitions it forgot in it
 
     @property
     def key(self) -> tuple[str, int]:
@@ -127,12 +131,13 @@ class TrackedSession:
             incremental_requests=self.incremental, errors=self.errors, last_epoch=self.last_epoch, end=self.end,
             end_reason=self.end_reason, end_frame=self.end_frame, end_ts=self.end_ts,
             connections=len(self.conns), steps=tuple(self.steps), steps_dropped=self.dropped,
+            replica_id=self.replica_id,
         )  # fmt: skip
 
 
 class TrackedClient:
     __slots__ = ("client_id", "host", "addresses", "brokers", "software", "versions", "kinds", "exchanges",
-                 "sessions", "errors", "conns")  # fmt: skip
+                 "sessions", "errors", "conns", "broker_versions")  # fmt: skip
 
     def __init__(self, client_id: str | None, host: str) -> None:
         self.client_id = client_id
@@ -146,6 +151,7 @@ class TrackedClient:
         self.sessions: dict[tuple[str, int], None] = {}
         self.errors: Counter = Counter()
         self.conns: dict[str, int] = {}  # broker -> last connection used
+        self.broker_versions: dict[str, set[int]] = {}  # broker -> Fetch versions used with it so far
 
     def summary(self) -> ClientSummary:
         return ClientSummary(
@@ -156,81 +162,9 @@ class TrackedClient:
         )  # fmt: skip
 
 
-# The rules LiveSessions reads a session's time in the broker's cache by (see its docstring).
-PROVEN, SHOWN, PRESUMED = "proven", "shown", "presumed"
-
-
-class LiveSessions:
-    """When a broker's sessions (or one shard's) were in its cache, as the capture shows it; ``at``,
-    ``before`` and ``peak`` count them.
-
-    Every rule reads the wire the same way: the broker drops a session only when a full request names it, when
-    an incremental request forgets its last partition, or to make room for a new one (eviction, the one exit
-    the wire does not show); a 70 proves it gone by then. Errors 71/106 leave it cached, and so does a client
-    that simply starts over with (0, 0): that session stays until evicted. The rules differ in what they
-    assume about the exit the wire does not show:
-
-    * ``proven``: from creation to its last successful request only (the broker looked it up then).
-    * ``shown`` (a lower bound, ``max_live_sessions``): until the capture shows it gone: a closed session until
-      its close, one found missing (70, or its id issued again) until its last success, one never seen to end
-      until the end of the capture (an abandoned session stays cached).
-    * ``presumed`` (an upper bound, the eviction check): from creation until the capture shows it gone: any
-      ended session (closed, emptied, found missing, its id issued again) until the request that ended it,
-      one never seen to end until the end of the capture. A session the capture first meets is presumed
-      cached since before the capture.
-    """
-
-    def __init__(self, sessions: Iterable[TrackedSession], rule: str = PROVEN) -> None:
-        if rule not in (PROVEN, SHOWN, PRESUMED):
-            raise ValueError(f"unknown rule {rule!r}")
-        self.rule = rule
-        spans = [span for span in map(self._span, sessions) if span is not None]
-        self._starts = sorted(start for start, _end, _closed in spans)
-        self._ends = sorted(end for _start, end, closed in spans if not closed)
-        self._closes = sorted(end for _start, end, closed in spans if closed)
-
-    def _span(self, s: TrackedSession) -> tuple[float, float, bool] | None:
-        """(start, end, closed): a closed session is gone AT its close (the request that closes a session
-        may create the next one at the same instant); any other is still there at its end."""
-        start = s.created_ts if s.created_ts is not None else float("-inf")
-        if self.rule == PRESUMED:
-            if s.end == ALIVE or s.end_ts is None:
-                return start, float("inf"), False
-            # Gone AT the request that ended it (Kafka removes a named session before creating the next one);
-            # a span that ends where it starts was never in the cache between two requests.
-            return (start, s.end_ts, True) if s.end_ts > start else None
-        if self.rule == SHOWN and s.end == ALIVE:
-            return start, float("inf"), False
-        if self.rule == SHOWN and s.end == CLOSED and s.end_ts is not None:
-            return start, s.end_ts, True
-        if s.last_success is not None and s.last_success.ts is not None:
-            return start, s.last_success.ts, False
-        return None   # never seen in the cache (a session the capture first meets failing)
-
-    def at(self, t: float, exclude: TrackedSession | None = None) -> int:
-        """How many sessions were in the cache at ``t`` (not counting ``exclude``)."""
-        n = bisect_right(self._starts, t) - bisect_left(self._ends, t) - bisect_right(self._closes, t)
-        span = self._span(exclude) if exclude is not None else None
-        if span is not None and span[0] <= t and (t < span[1] if span[2] else t <= span[1]):
-            n -= 1
-        return n
-
-    def before(self, t: float) -> int:
-        """How many sessions the cache held when a session created at ``t`` asked for a slot: those created
-        before ``t`` and not gone by then (a session closed at ``t`` is gone: the same full request closed it)."""
-        # A gone-at span ending by t started before t (empty spans are not kept under the presumed rule).
-        return bisect_left(self._starts, t) - bisect_left(self._ends, t) - bisect_right(self._closes, t)
-
-    @cached_property   # the spans never change once built; the 70 resolver asks once per (error, newcomer)
-    def peak(self) -> int:
-        """The most at once. The count only rises where a span starts, so the peak is at a start (or, for
-        sessions that all began before the capture, at the first end)."""
-        points = [t for t in self._starts if t != float("-inf")] + self._ends[:1] + self._closes[:1]
-        return max((self.at(t) for t in points), default=0)
-
-
 class TrackedBroker:
-    __slots__ = ("broker", "exchanges", "clients", "created", "sessions", "refused", "errors", "granted")
+    __slots__ = ("broker", "exchanges", "clients", "created", "sessions", "refused", "errors", "granted",
+                 "cache_events", "max_live", "connections")
 
     def __init__(self, broker: str) -> None:
         self.broker = broker
@@ -241,13 +175,22 @@ class TrackedBroker:
         self.refused = 0
         self.errors: Counter = Counter()
         self.granted = False  # ever answered with a session id (created or incremental)
+        self.cache_events: list[CacheEvent] = []  # what each exchange did to the broker's cache (analysis.shadow)
+        self.max_live = 0  # most sessions cached at once, from the shadow cache (set when the analysis ends)
+        self.connections: dict[int, ConnectionState] = {}  # by connection id (analysis.connections)
+
+    def cache_event(self, t: float | None, kind: int, session_id: int, size: int, privileged: bool,
+                    key=None) -> None:
+        if t is not None:
+            self.cache_events.append(CacheEvent(int(t * 1000), kind, len(self.cache_events), session_id, size,
+                                                privileged, key))
 
     def summary(self, sessions: list[TrackedSession]) -> BrokerSummary:
         """``sessions``: every session seen on this broker."""
         return BrokerSummary(
             broker=self.broker, exchanges=self.exchanges, clients=len(self.clients),
             sessions_created=len(self.created), sessions_seen=len(sessions),
-            max_live_sessions=LiveSessions(sessions, rule=SHOWN).peak,
+            max_live_sessions=self.max_live,
             refused_creations=self.refused, errors={str(k): v for k, v in sorted(self.errors.items())},
         )  # fmt: skip
 
@@ -295,6 +238,10 @@ class SessionTracker:
         if ex.error_code:
             client.errors[ex.error_code] += 1
             broker.errors[ex.error_code] += 1
+        cs = broker.connections.get(ex.conn)
+        if cs is None:
+            cs = broker.connections[ex.conn] = ConnectionState(ex.conn, ex.client, ex.client_id, ex.ts or 0.0)
+        cs.seen(ex.ts, ex.response_ts, ex.response_frame is not None, ex.request_frame, ex.max_wait_ms)
         prev_conn = client.conns.get(ex.broker)
         client.conns[ex.broker] = ex.conn
         reconnected = prev_conn is not None and prev_conn != ex.conn
@@ -308,34 +255,45 @@ class SessionTracker:
         epoch = ex.session_epoch if ex.session_epoch is not None else FINAL_EPOCH
         meta = FetchMetadata(sid, epoch)
         if meta.is_full:
-            return self._full(ex, meta, client, broker, ckey, reconnected)
-        return self._incremental(ex, meta, client, broker, ckey, reconnected)
+            obs = self._full(ex, meta, client, broker, ckey, reconnected)
+        else:
+            obs = self._incremental(ex, meta, client, broker, ckey, reconnected)
+        versions = client.broker_versions.get(ex.broker)
+        if versions is None:
+            versions = client.broker_versions[ex.broker] = set()
+        versions.add(ex.api_version)
+        return obs
 
     def _full(self, ex, meta, client, broker, ckey, reconnected) -> Observation:
         named = None
         if meta.session_id:
             # Any session named by a full request is closed by the broker (no ownership check).
             named = broker.sessions.get(meta.session_id)
+            broker.cache_event(ex.ts, CLOSE, meta.session_id, 0, False, named)
             if named is not None and named.live:
                 how = "(id, -1)" if meta.epoch == FINAL_EPOCH else "(id, 0) (close and re-create)"
                 self._end(named, CLOSED, f"closed by the client's {how} request", ex.request_frame, ex.ts)
                 named.closed_ts = ex.ts
             if named is not None:
-                self._step(named, ex, CLOSE if meta.epoch == FINAL_EPOCH else FULL, 0, 0)
+                self._step(named, ex, CLOSE_KIND if meta.epoch == FINAL_EPOCH else FULL, 0, 0)
         refused = False
         if meta.epoch == FINAL_EPOCH:
-            kind = CLOSE if meta.session_id else SESSIONLESS
+            kind = CLOSE_KIND if meta.session_id else SESSIONLESS
         else:
             kind = FULL
             rsid = ex.response_session_id
             if ex.error_code == 0 and rsid:
                 kind = FULL_CREATE
-                self._create(ex, rsid, client, broker, ckey)
+                created = self._create(ex, rsid, client, broker, ckey)
+                created.versions_before = frozenset(client.broker_versions.get(ex.broker, ()))
+                created.created_on_reconnect = reconnected
             elif ex.error_code == 0 and rsid == 0 and ex.response_partitions is not None:
                 throttled = (ex.throttle_time_ms or 0) > 0 and not ex.response_partitions and ex.partitions
                 if not throttled:
                     refused = True
                     broker.refused += 1
+                    broker.cache_event(ex.response_ts or ex.ts, REFUSE, 0, len(ex.request_partitions),
+                                       _privileged(ex))
         if ex.api_version < 7:
             kind = SESSIONLESS
         client.kinds[kind] += 1
@@ -348,7 +306,8 @@ class SessionTracker:
         s = TrackedSession(broker.broker, rsid, ex, ckey)
         s.created_request_frame = ex.request_frame
         s.created_response_frame = ex.response_frame
-        s.created_ts = ex.ts
+        # Kafka creates the session (creationMs) when it builds the response, after the long poll.
+        s.created_ts = ex.response_ts if ex.response_ts is not None else ex.ts
         s.created_version = ex.api_version
         s.uses_topic_ids = ex.api_version >= 13
         s.parts = {partition_key(p) for p in ex.request_partitions}
@@ -362,6 +321,7 @@ class SessionTracker:
         self._step(s, ex, FULL_CREATE, len(s.parts), 0)
         broker.sessions[rsid] = s
         broker.created.append(s)
+        broker.cache_event(s.created_ts, CREATE, rsid, len(s.parts), _privileged(ex), s)
         broker.granted = True
         client.sessions[s.key] = None
         self.sessions.append(s)
@@ -391,8 +351,9 @@ class SessionTracker:
         s.recent.append(sent)
         if err is None and ex.response_partitions is None:
             # Response not captured: assume the broker processed it (the usual case for a lost response).
-            added, forgotten = self._apply(s, ex)
+            added, forgotten = self._apply(s, ex, client)
             s.expected_epoch = next_epoch(epoch)
+            broker.cache_event(ex.ts, TOUCH, sid, len(s.parts), _privileged(ex), s)
             self._step(s, ex, INCREMENTAL, added, forgotten)
             return Observation(ex, INCREMENTAL, client, s, expected, prev_success, prev_requests,
                                False, reconnected)  # fmt: skip
@@ -402,9 +363,14 @@ class SessionTracker:
     def _after_incremental(self, ex, s, client, broker, epoch, expected, prev_success, prev_requests,
                            conn_changed, reconnected, sent) -> Observation:  # fmt: skip
         err = ex.error_code
-        if err == 0:
+        if err == 0 and ex.response_session_id == 0 and (ex.throttle_time_ms or 0) > 0 \
+                and not ex.response_partitions:
+            # A throttled answer (error NONE, session id 0, no partitions) says nothing about the session:
+            # Kafka throttles a session error, or an emptied session, the same way.
+            self._step(s, ex, INCREMENTAL, 0, 0)
+        elif err == 0:
             broker.granted = True
-            added, forgotten = self._apply(s, ex)
+            added, forgotten = self._apply(s, ex, client)
             s.incremental += 1
             s.last_epoch = epoch
             s.expected_epoch = next_epoch(epoch)
@@ -412,12 +378,18 @@ class SessionTracker:
             if s.before_capture and s.incremental == 1:
                 s.first_partitions = len(s.parts)
             self._step(s, ex, INCREMENTAL, added, forgotten)
-            if ex.response_session_id == 0 and s.live:
+            if ex.response_session_id == 0:
                 # The broker dropped the session because the request left it empty.
-                self._end(s, CLOSED, "every partition was forgotten", ex.response_frame, ex.ts)
+                broker.cache_event(ex.ts, CLOSE, s.session_id, 0, False, s)
+                if s.live:
+                    self._end(s, CLOSED, "every partition was forgotten", ex.response_frame, ex.ts)
+            else:
+                broker.cache_event(ex.ts, TOUCH, s.session_id, len(s.parts), _privileged(ex), s)
         elif err is not None:
             s.errors += 1
             self._step(s, ex, INCREMENTAL, 0, 0)
+            broker.cache_event(ex.ts, ABSENT if err == FETCH_SESSION_ID_NOT_FOUND else PRESENT, s.session_id,
+                               len(s.parts), _privileged(ex), s)
             if err == FETCH_SESSION_ID_NOT_FOUND:
                 if s.error_ts is None:
                     s.error_ts = ex.ts
@@ -427,8 +399,9 @@ class SessionTracker:
         return Observation(ex, INCREMENTAL, client, s, expected, prev_success, prev_requests, False,
                            reconnected)  # fmt: skip
 
-    @staticmethod
-    def _apply(s: TrackedSession, ex: Exchange) -> tuple[int, int]:
+    def _apply(self, s: TrackedSession, ex: Exchange, client: TrackedClient | None = None) -> tuple[int, int]:
+        if s.before_capture:
+            return self._apply_unknown_start(s, ex, client)
         parts = s.parts
         before = len(parts)
         rows = ex.request_partitions
@@ -451,6 +424,46 @@ class SessionTracker:
         if len(parts) > s.max_parts:
             s.max_parts = len(parts)
         return added, forgotten
+
+    def _apply_unknown_start(self, s: TrackedSession, ex: Exchange, client: TrackedClient | None) -> tuple[int, int]:
+        """_apply for a session alive before the capture, whose partitions at the start are unknown: a partition
+        first seen may have been cached since its creation (Kafka 'updates' it), so it is called added only when
+        the capture shows it new: forgotten earlier in the capture, fetched by the same client from another
+        broker in the capture (its leader moved here), or with nothing fetched yet (offset 0, no last fetched
+        epoch), which a client only sends for a partition it starts fetching."""
+        parts, gone = s.parts, s.forgotten_keys
+        added = 0
+        for p in ex.request_partitions:
+            k = (p.topic_id or p.topic, p.partition)
+            if k not in parts:
+                parts.add(k)
+                if ((gone is not None and k in gone) or (p.fetch_offset == 0 and p.last_fetched_epoch == -1)
+                        or self._fetched_elsewhere(client, s, k)):
+                    added += 1
+        forgotten = 0
+        for p in ex.forgotten_partitions:
+            k = (p.topic_id or p.topic, p.partition)
+            if s.forgotten_keys is None:
+                s.forgotten_keys = gone = set()
+            gone.add(k)
+            if k in parts:
+                parts.discard(k)
+                forgotten += 1
+        if len(parts) > s.max_parts:
+            s.max_parts = len(parts)
+        return added, forgotten
+
+    def _fetched_elsewhere(self, client: TrackedClient | None, s: TrackedSession, k: tuple) -> bool:
+        """Did ``client`` fetch partition ``k`` in a session on another broker, as far as the capture shows?"""
+        if client is None:
+            return False
+        for broker, sid in client.sessions:
+            if broker == s.broker:
+                continue
+            other = self.brokers[broker].sessions.get(sid)
+            if other is not None and (k in other.parts or (other.forgotten_keys and k in other.forgotten_keys)):
+                return True
+        return False
 
     @staticmethod
     def _step(s: TrackedSession, ex: Exchange, kind: str, added: int, forgotten: int) -> None:
@@ -489,10 +502,15 @@ _id_and_partition = attrgetter("topic_id", "partition")
 _name_and_partition = attrgetter("topic", "partition")
 
 
+def _privileged(ex: Exchange) -> bool:
+    """A follower's fetch (replica id >= 0): Kafka gives its session priority in the cache."""
+    return ex.replica_id is not None and ex.replica_id >= 0
+
+
 def _sent(ex: Exchange, epoch: int) -> SentRequest:
     return SentRequest(epoch, ex.file, ex.request_frame, ex.response_frame, ex.ts, ex.response_ts, ex.conn,
                        ex.error_code)  # fmt: skip
 
 
 __all__ = ["SessionTracker", "Observation", "TrackedSession", "TrackedClient", "TrackedBroker", "SentRequest",
-           "LiveSessions", "PROVEN", "SHOWN", "PRESUMED", "FETCH", "host_of"]  # fmt: skip
+           "FETCH", "host_of"]  # fmt: skip

@@ -16,13 +16,13 @@ from fetchtool.commands.output import (bad_option, check_choice, check_ports, ch
                                       warn_if_nothing_matched)
 from fetchtool.pipeline import ENGINES
 from fetchtool.protocol.report import warning_lines
-from fetchtool.sessions.cache import DEFAULT_SHARDS
+from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_SHARDS
 
 FORMATS = ("table", "json", "markdown")
 
 
 def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, broker=None, engine: str = "polars",
-         master=None) -> Analysis:
+         master=None, eviction_ms: int | None = None) -> Analysis:
     """The analysis of the captures, kept to ``client`` / ``broker`` if given, with the decode's warnings on
     stderr; or exit with a one-line error (only when nothing at all could be read)."""
     from fetchtool.decoder import CaptureError
@@ -32,6 +32,9 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
     check_positive(cache_shards, "--cache-shards", 1, strict=False)
     if cache_slots is not None:
         warn_empty_shards(cache_slots, cache_shards or DEFAULT_SHARDS)
+    check_positive(eviction_ms, "--eviction-ms", 0, strict=False)
+    if eviction_ms is not None and engine == "spark":
+        bad_option("--eviction-ms is not supported with --engine spark")
     paths = [str(p) for p in captures]
     try:
         if engine == "spark":  # the same analysis as Spark stages (fetchtool.pipeline.spark)
@@ -44,7 +47,8 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
                 fail(str(exc))
         else:
             analysis = analyze_capture(paths, ports=ports or None, cache_slots=cache_slots,
-                                       cache_shards=cache_shards, client=client, broker=broker)
+                                       cache_shards=cache_shards, client=client, broker=broker,
+                                       eviction_ms=DEFAULT_EVICTION_MS if eviction_ms is None else eviction_ms)
     except CaptureError as exc:
         fail(str(exc) or "the capture could not be read")
     for line in warning_lines(analysis.capture.decode):
@@ -66,6 +70,9 @@ def main(
     cache_shards: Optional[int] = typer.Option(
         None, "--cache-shards", help="fetch session cache shards (8 since Kafka 3.8, 1 before; default 8 with "
                                      "--cache-slots)"),
+    eviction_ms: Optional[int] = typer.Option(
+        None, "--eviction-ms", help="how long a session must be unused before a newcomer may evict it (Kafka: "
+                                    "120000, not a config; set it for a broker that differs, e.g. fetchtool broker)"),
     engine: str = typer.Option("polars", "--engine", help="polars (embedded) | spark (pip install 'fetchtool\\[spark]')"),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master URL with --engine spark (default local[*])"),
 ) -> None:
@@ -73,7 +80,7 @@ def main(
     check_choice(engine, "--engine", ENGINES)
     if master and engine != "spark":
         bad_option("--master needs --engine spark")
-    analysis = load(capture, port, cache_slots, cache_shards, client, broker, engine, master)
+    analysis = load(capture, port, cache_slots, cache_shards, client, broker, engine, master, eviction_ms)
     if format == "json":
         text = report_json.render(analysis)
     elif format == "markdown":

@@ -29,14 +29,17 @@ def main(
     cache_shards: Optional[int] = typer.Option(
         None, "--cache-shards", help="fetch session cache shards (8 since Kafka 3.8, 1 before; default 8 with "
                                      "--cache-slots)"),
+    eviction_ms: Optional[int] = typer.Option(
+        None, "--eviction-ms", help="how long a session must be unused before a newcomer may evict it (Kafka: "
+                                    "120000, not a config; set it for a broker that differs, e.g. fetchtool broker)"),
 ) -> None:
-    analysis = load(capture, port, cache_slots, cache_shards, client, broker)
+    analysis = load(capture, port, cache_slots, cache_shards, client, broker, eviction_ms=eviction_ms)
     console = report_console()
     if not analysis.sessions:
         console.print("No fetch sessions" + (f" for client {client}" if client else "") + " in the capture.")
         return
     for s in analysis.sessions:
-        t = Table(title=f"session {s.session_id} on {s.broker} — client {s.client_id or '?'}@{s.client} — "
+        t = Table(title=f"session {s.session_id} on {s.broker} — client {s.owner} — "
                         f"created {created_text(s)} — {end_text(s)}", title_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
         day = when(s.steps[0].ts)[:10] if s.steps else ""

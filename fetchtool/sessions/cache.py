@@ -14,7 +14,7 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterator, Literal
+from typing import Callable, Iterator, Literal, Sized
 
 from .errors import SessionIdOutOfRange
 from .metadata import INITIAL_EPOCH, INVALID_SESSION_ID, MAX_INT, next_epoch
@@ -165,12 +165,30 @@ class FetchSessionCacheShard:
     def maybe_create_session(self, now_ms: int, privileged: bool, size: int, uses_topic_ids: bool,
                              create_partitions: Callable[[], dict[TopicIdPartition, CachedPartition]]) -> int:
         """Create a session if there is room or one entry can be evicted; return its id, else 0."""
+        session = self._admit(now_ms, privileged, size, lambda: FetchSession(
+            self.new_session_id(), privileged, create_partitions(), uses_topic_ids, now_ms, now_ms,
+            next_epoch(INITIAL_EPOCH)))
+        return session.id if session is not None else INVALID_SESSION_ID
+
+    def create_session_with_id(self, session_id: int, now_ms: int, privileged: bool,
+                               partition_map: Sized, uses_topic_ids: bool = True) -> FetchSession | None:
+        """maybeCreateSession for a session whose id is already known (a replay of the creations a broker was
+        seen to make): the same room and eviction rules, the given id. None if Kafka would have refused it."""
+        return self._admit(now_ms, privileged, len(partition_map), lambda: FetchSession(
+            session_id, privileged, partition_map, uses_topic_ids, now_ms, now_ms, next_epoch(INITIAL_EPOCH)))
+
+    def would_admit(self, now_ms: int, privileged: bool, size: int) -> bool:
+        """Whether a new session of ``size`` partitions would get a slot now (room, or an entry to evict), without
+        changing anything: a refusal the broker answered proves this false for the shard it chose."""
+        return len(self._sessions) < self.max_entries or self._victim(privileged, (privileged, size, 0),
+                                                                      now_ms) is not None
+
+    def _admit(self, now_ms: int, privileged: bool, size: int,
+               make_session: Callable[[], FetchSession]) -> FetchSession | None:
         evicted = None
         if len(self._sessions) < self.max_entries or (
                 evicted := self._try_evict(privileged, (privileged, size, 0), now_ms)) is not None:
-            partition_map = create_partitions()
-            session = FetchSession(self.new_session_id(), privileged, partition_map, uses_topic_ids,
-                                   now_ms, now_ms, next_epoch(INITIAL_EPOCH))
+            session = make_session()
             self._sessions[session.id] = session
             self.touch(session, now_ms)
             if evicted is not None:
@@ -178,11 +196,19 @@ class FetchSessionCacheShard:
                 self._events.append(SessionEvicted(victim.id, now_ms, victim.privileged, victim.cached_size,
                                                    reason, session.id, self.shard_num))
             self._events.append(SessionCreated(session.id, now_ms, privileged, session.cached_size, self.shard_num))
-            return session.id
-        return INVALID_SESSION_ID
+            return session
+        return None
 
     def _try_evict(self, privileged: bool, key: tuple, now_ms: int) -> tuple[FetchSession, str] | None:
-        """Evict one entry for a newcomer with EvictableKey ``key``: (victim, reason), or None.
+        """Evict one entry for a newcomer with EvictableKey ``key``: (victim, reason), or None."""
+        found = self._victim(privileged, key, now_ms)
+        if found is not None:
+            self._remove(found[0])
+            self.evictions_meter.mark()
+        return found
+
+    def _victim(self, privileged: bool, key: tuple, now_ms: int) -> tuple[FetchSession, str] | None:
+        """The entry a newcomer with EvictableKey ``key`` would evict, and why; None if none may be.
 
         A new entry A may evict B if A is privileged and B is not, or B is stale (unused > eviction_ms), or A
         has more partitions than B and B was not recently created. Only the single LRU entry is tested for
@@ -192,8 +218,6 @@ class FetchSessionCacheShard:
         if lru is None:
             return None
         if now_ms - lru.last_used_ms > self.eviction_ms:       # strictly greater
-            self._remove(lru)
-            self.evictions_meter.mark()
             return lru, "stale"
         heap = self._by_priv if privileged else self._by_all
         first = self._first_evictable(heap, privileged)
@@ -201,8 +225,6 @@ class FetchSessionCacheShard:
             return None
         if key < (first.privileged, first.cached_size, first.id):   # the newcomer is less valuable
             return None
-        self._remove(first)
-        self.evictions_meter.mark()
         return first, ("privileged" if privileged and not first.privileged else "smaller")
 
     # -- removal

@@ -21,33 +21,7 @@ import pytest
 import broker_record as br
 from test_verdicts_sessions import BOUNDARY_S, analyze_json, captures, run_of
 
-CHURN_OVERCOUNT = (
-    "fetchtool's max_live_sessions counts every session it saw created and never saw end as still live: "
-    "{mine} on {broker}, where Kafka's cache (max.incremental.fetch.session.cache.slots={slots}) never held more "
-    "than {theirs} (sessions.log replayed: creations minus full-request removals and 'Evicting ...' lines); the "
-    "sessions Kafka evicted ({evicted}) are still counted")
-KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
-    ("test_fetchtool_sees_no_more_live_sessions_than_kafkas_cache_held", "java-evictions"): CHURN_OVERCOUNT.format(
-        mine=9, broker="127.0.0.1:58329", slots=8, theirs=8, evicted="4 by size"),
-    ("test_fetchtool_sees_no_more_live_sessions_than_kafkas_cache_held", "java-stale-eviction"):
-        CHURN_OVERCOUNT.format(mine=9, broker="127.0.0.1:40153", slots=8, theirs=8, evicted="1 stale"),
-    ("test_fetchtool_sees_no_more_live_sessions_than_kafkas_cache_held", "platformatic-churn"):
-        CHURN_OVERCOUNT.format(mine=31, broker="127.0.0.1:58869", slots=16, theirs=16,
-                               evicted="15 stale, 1 by size"),
-    ("test_a_broker_that_evicted_sessions_still_in_use_is_reported_under_eviction_pressure", "java-evictions"): (
-        "no EVICTION_PRESSURE finding on 127.0.0.1:58329 (only 4 FETCH_SESSION_ID_NOT_FOUND with cause 'unknown' "
-        "and CACHE_FULL), although Kafka's log evicted 4 sessions by size that their consumers used again (70): "
-        "fetchtool only reports eviction pressure from 70s it explained as 'evicted' (see the java-evictions "
-        "eviction-cause xfail in test_verdicts_sessions: creation dated by request, not response)"),
-    ("test_a_broker_that_evicted_sessions_still_in_use_is_reported_under_eviction_pressure", "platformatic-churn"): (
-        "no EVICTION_PRESSURE finding on 127.0.0.1:58869 without --cache-slots (java-healthy's 70 gets cause "
-        "'unknown'); Kafka's log evicted java-healthy's session 68315175 by size for platformatic-2.2.3's "
-        "session 165692961 and java-healthy used it again (70)"),
-    ("test_a_broker_that_evicted_sessions_still_in_use_is_reported_under_eviction_pressure_given_the_cache_size",
-     "java-evictions"): (
-        "no EVICTION_PRESSURE finding on 127.0.0.1:58329 even with --cache-slots 8 --cache-shards 8; Kafka's log "
-        "evicted 4 sessions by size whose consumers then got 70 (evictors java-wide2..java-wide5)"),
-}
+KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {}
 
 
 def per_capture(test_name: str):

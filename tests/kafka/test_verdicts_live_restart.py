@@ -160,15 +160,10 @@ def test_sessions_kafka_answered_70_after_the_restart_end_lost(restart_run):
     assert {sid: ends[sid][0] for sid in answered_70} == {sid: "lost" for sid in answered_70}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fetchtool ends a session whose kafka-python client reopened it after the restart with a full fetch "
-    "(id, epoch 0) as 'closed' by that request; Kafka lost it with the SIGKILLed node: the restarted node logs "
-    "'Created a new full FetchContext with 1 partition(s).' without 'Removed fetch session' (its cache was empty)"))
 def test_a_session_its_client_reopened_after_the_restart_was_lost_not_closed(restart_run):
     run = br.load_run(restart_run)
     reopened = {sid for sid, f in sessions_killed_with_the_broker(run).items() if f.session_epoch == 0}
     if not reopened:
-        # (a skip inside an xfail test reports as skipped, never as XPASS)
         pytest.skip("every consumer kept sending incremental fetches after the restart")
     ends = {s["session_id"]: s["end"] for s in verdicts.analyze_json(restart_run)["sessions"]}
     assert {sid: ends[sid] for sid in reopened} == {sid: "lost" for sid in reopened}

@@ -33,61 +33,7 @@ KAFKA_CAPTURES = ROOT / "captures" / "kafka"
 BOUNDARY_S = 0.01  # a request logged this close to the capture's first or last packet may be on either side
 
 # (test name, capture name) -> what fetchtool says vs what Kafka's log says.
-EVICTION_TIMED_BY_REQUEST = (
-    "fetchtool gives the four 70s of java-evictions cause 'unknown' (with --cache-slots 8 --cache-shards 8: 'no "
-    "restart, close or full cache is visible'); Kafka's log evicts each victim by size ('Evicting "
-    "EvictableKey[.., size=1, id=VICTIM] with EvictableKey[.., size=N, id=0]') for the next session created in the "
-    "same shard. fetchtool dates a session's creation by its creating request's timestamp, but Kafka creates it "
-    "when the full fetch's response is built, after the long poll (creationMs = response time): e.g. evictor "
-    "53698313's request frame 9098 at 783.844 (response 9158 at 784.848, creationMs 784.844) precedes the victim "
-    "155062128's last successful request (frame 9141 at 784.654, answered at 785.655), so the 'newer session "
-    "created between the victim's last success and its error' window misses it")
-CREATED_AT_REQUEST = (
-    "fetchtool's created_ts is the creating full fetch's request time; Kafka creates the session (FetchSession "
-    "creationMs) when it builds the response, after the long poll: {n} of {m} sessions differ by more than 20 ms "
-    "(up to {worst} s earlier). This is what hides the java-evictions evictions (see EVICTION_TIMED_BY_REQUEST)")
 KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
-    **{("test_each_session_is_dated_when_kafka_created_it", name): CREATED_AT_REQUEST.format(n=n, m=m, worst=w)
-       for name, n, m, w in (("cluster-followers", 3, 5, 0.511), ("java-broker-restart", 4, 6, 0.527),
-                             ("java-evictions", 11, 12, 1.073), ("java-rebalance", 3, 3, 0.51),
-                             ("java-stale-eviction", 9, 10, 1.045), ("platformatic-churn", 31, 32, 0.516))},
-    ("test_sessions_end_the_way_kafka_ended_them", "java-broker-restart"): (
-        "fetchtool ends the 3 sessions created before the SIGKILL as 'closed' by the client's (id, 0) request sent "
-        "after the restart (~20 s later); Kafka lost them with the killed broker: the restarted node's log shows "
-        "'Created a new full FetchContext' for those requests with no 'Removed fetch session' (its cache was empty)"),
-    ("test_sessions_end_the_way_kafka_ended_them", "java-evictions"): (
-        "fetchtool ends the 4 victims as 'lost' (FETCH_SESSION_ID_NOT_FOUND); Kafka's log evicted each by size "
-        "('Evicting EvictableKey[...]') before the 70. " + EVICTION_TIMED_BY_REQUEST),
-    ("test_sessions_end_the_way_kafka_ended_them", "java-stale-eviction"): (
-        "fetchtool ends java-small-3's session 896563865 as 'closed' by the client's (id, 0) request after SIGCONT "
-        "(05:39:52.9); Kafka's log evicted it as stale 17 s earlier ('[Shard 3] Evicting stale FetchSession "
-        "896563865.' at 05:39:35,193) for java-newcomer's session; no finding reports the eviction"),
-    ("test_every_70_after_a_kafka_eviction_is_explained_as_eviction", "java-evictions"): EVICTION_TIMED_BY_REQUEST,
-    ("test_every_70_after_a_kafka_eviction_is_explained_as_eviction", "platformatic-churn"): (
-        "without --cache-slots fetchtool gives java-healthy's 70 (session 68315175) cause 'unknown' ('an eviction "
-        "... is likely, but the capture does not show the cache size'); Kafka's log evicted it by size ('[Shard 0] "
-        "Evicting EvictableKey[privileged=false, size=1, id=68315175] with EvictableKey[.., size=3, id=0]') for "
-        "platformatic's session 165692961. Told --cache-slots 16 --cache-shards 8, fetchtool gets it right"),
-    ("test_sessions_end_the_way_kafka_ended_them", "platformatic-churn"): (
-        "fetchtool reports the 15 never-used platformatic sessions as 'alive' at the end of the capture and "
-        "java-healthy's 68315175 as 'lost'; Kafka's log evicted the 15 as stale ('Evicting stale FetchSession N.', "
-        "05:44:35-05:44:38, each for the next session created in its shard: 14 platformatic's, 1 java-healthy's "
-        "new one) and 68315175 by size"),
-    ("test_sessions_end_the_way_kafka_ended_them", "cluster-followers"): (
-        "fetchtool reports java-c1's session 743109332 on node 3 as 'alive' at the end of the capture; Kafka lost "
-        "it when node 3 was SIGKILLed at t=20.1 s (the restarted node 3 never saw it again)"),
-    ("test_no_session_is_reported_alive_after_its_broker_died", "cluster-followers"): (
-        "fetchtool reports node 3's sessions 357375891 (broker-1-fetcher-0), 171156592 (broker-2-fetcher-0) and "
-        "743109332 (java-c1) as 'alive' (no end) at the end of the capture; node 3 was SIGKILLed at 1795499022.546 "
-        "and restarted with an empty cache (accepting at 1795499035.249)"),
-    ("test_a_session_begun_before_the_capture_is_not_said_to_add_partitions_kafka_already_cached",
-     "cluster-followers"): (
-        "in follower sessions created before tcpdump started (357375891 and 171156592 on node 3, 20253035 on "
-        "node 1) fetchtool counts a partition first seen in the capture as added (added=1) where Kafka's log says "
-        "'added 0 partition(s), updated 1 partition(s)': it was cached since the session's creation; fetchtool "
-        "cannot know the session's partitions and should not call them added"),
-    ("test_every_70_after_a_kafka_eviction_is_explained_as_eviction_given_the_cache_size", "java-evictions"):
-        EVICTION_TIMED_BY_REQUEST,
 }
 
 

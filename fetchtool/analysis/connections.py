@@ -1,0 +1,113 @@
+"""A broker lost with every session in it, read from its connections.
+
+When a broker dies (SIGKILL, a crash, its host gone) every connection to it is cut at once, with the requests in
+flight on them never answered, and its clients come back on new connections once it accepts again. Its fetch
+sessions die with it: the Java client answers the lost connection with (old id, 0) on the new one, so a restart
+shows no error 70 at all; the story is in the connections.
+
+`ConnectionState` is what the tracker keeps per connection (a few numbers); `broker_losses` reads them at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+IN_FLIGHT_GRACE_S = 1.0  # past a request's MaxWaitMs before its missing answer counts as a cut connection
+
+
+class ConnectionState:
+    """One client connection to a broker, as the exchanges show it."""
+
+    __slots__ = ("conn", "client", "client_id", "first_ts", "last_request_ts", "last_response_ts", "in_flight",
+                 "cut_request_ts", "cut_request_frame", "cut_deadline")
+
+    def __init__(self, conn: int, client: str, client_id: str | None, ts: float) -> None:
+        self.conn, self.client, self.client_id = conn, client, client_id
+        self.first_ts = ts
+        self.last_request_ts = ts
+        self.last_response_ts: float | None = None
+        self.in_flight = 0  # requests at the end of the connection that were never answered
+        self.cut_request_ts: float | None = None
+        self.cut_request_frame: int | None = None
+        self.cut_deadline: float | None = None
+
+    def seen(self, ts: float | None, response_ts: float | None, answered: bool, frame: int | None,
+             max_wait_ms: int | None) -> None:
+        if ts is not None:
+            self.last_request_ts = ts
+        if answered:
+            self.in_flight = 0
+            if response_ts is not None:
+                self.last_response_ts = response_ts
+            return
+        if not self.in_flight:
+            self.cut_request_ts, self.cut_request_frame = ts, frame
+            self.cut_deadline = (ts or 0) + (max_wait_ms or 0) / 1000 + IN_FLIGHT_GRACE_S
+        self.in_flight += 1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerLoss:
+    """Every connection to ``broker`` cut at once: last answer at ``last_answer``, back at ``back`` (None: never
+    in the capture); ``connections``: the cut ones."""
+
+    broker: str
+    last_answer: float
+    cut_by: float
+    back: float | None
+    connections: tuple[ConnectionState, ...]
+
+    @property
+    def in_flight(self) -> int:
+        return sum(c.in_flight for c in self.connections)
+
+    @property
+    def conns(self) -> frozenset[int]:
+        return frozenset(c.conn for c in self.connections)
+
+
+def broker_losses(broker: str, conns: list[ConnectionState], capture_end: float | None) -> list[BrokerLoss]:
+    """The moments every live connection to ``broker`` was cut with requests in flight (at least two
+    connections, from two clients or followed by the clients' return): a broker lost, not one client gone."""
+    if capture_end is None:
+        return []
+    cut = sorted((c for c in conns if c.in_flight and c.cut_deadline is not None and c.cut_deadline < capture_end),
+                 key=lambda c: c.cut_deadline)
+    losses, group = [], []
+    for c in cut + [None]:
+        if c is not None and group and _start(c) < min(x.cut_deadline for x in group):
+            group.append(c)
+            continue
+        if len(group) >= 2:
+            loss = _judge(broker, group, conns)
+            if loss is not None:
+                losses.append(loss)
+        group = [c] if c is not None else []
+    return losses
+
+
+def _start(c: ConnectionState) -> float:
+    """The broker last answered on this connection then: it was alive."""
+    return c.last_response_ts if c.last_response_ts is not None else c.first_ts
+
+
+def _judge(broker: str, group: list[ConnectionState], conns: list[ConnectionState]) -> BrokerLoss | None:
+    last_answer = max(_start(c) for c in group)
+    cut_by = min(c.cut_deadline for c in group)
+    cut = {id(c) for c in group}
+    for c in conns:
+        if id(c) in cut or c.first_ts > last_answer or c.last_response_ts is None:
+            continue
+        # another connection open before the loss: answered after it, the broker lived on; answered before,
+        # the broker was alive until then
+        if c.last_response_ts > cut_by:
+            return None
+        last_answer = max(last_answer, c.last_response_ts)
+    # the clients' new connections the broker answered: it was back by their first request
+    later = [c for c in conns if c.first_ts > last_answer and c.last_response_ts is not None]
+    back = min((c.first_ts for c in later), default=None)
+    returned = {c.client_id for c in later} & {c.client_id for c in group}
+    if len({c.client_id for c in group}) < 2 and not returned:
+        return None
+    return BrokerLoss(broker, last_answer, cut_by, back, tuple(group))
+
