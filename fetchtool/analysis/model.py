@@ -105,14 +105,20 @@ class SessionLife:
     replica_id: int | None = None  # a follower's (>= 0): Kafka gives its session priority in the cache
 
     @property
+    def privileged(self) -> bool:
+        """A follower's session: Kafka's cache evicts it last (FetchSessionCacheShard's EvictableKey order)."""
+        return self.replica_id is not None and self.replica_id >= 0
+
+    @property
     def owner(self) -> str:
         """Who holds it, as a support engineer names it: client id@address, and a follower's replica id."""
         who = f"{self.client_id or '?'}@{self.client}"
-        return who + (f" (follower, replica {self.replica_id})" if self.replica_id is not None
-                      and self.replica_id >= 0 else "")
+        return who + (f" (follower, replica {self.replica_id})" if self.privileged else "")
 
     def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "steps"}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "steps"}
+        d["privileged"] = self.privileged
+        return d
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,6 +195,23 @@ def test_each_session_belongs_to_the_connection_kafka_gave_it_to(capture):
             assert head in text, f"`fetchtool sessions` has no timeline headed {head!r}"
 
 
+@pytest.mark.parametrize("capture", per_capture("test_followers_sessions_are_privileged_as_kafka_created_them"))
+def test_followers_sessions_are_privileged_as_kafka_created_them(capture):
+    """Kafka logs `privileged=true` on a follower's session (it evicts those last); the JSON says the same and
+    names the follower by the replica id Kafka's request log shows."""
+    run = run_of(capture)
+    logged = logged_sessions(run)
+    if not any(c.privileged for c in logged.values()):
+        pytest.skip(f"no follower session in {run.name}")
+    owners = run.record.owners()
+    mine = fetchtool_sessions(capture)
+    for key, created in logged.items():
+        for life in mine.get(key, []):
+            assert life["privileged"] is created.privileged, key
+            if created.privileged:
+                assert life["replica_id"] == owners[key].replica_id >= 0, key
+
+
 @pytest.mark.parametrize("capture", per_capture("test_each_session_starts_with_the_partitions_kafka_cached"))
 def test_each_session_starts_with_the_partitions_kafka_cached(capture):
     run = run_of(capture)
