@@ -415,15 +415,7 @@ class SessionTracker:
             for p in rows:
                 parts.add((p.topic_id or p.topic, p.partition))
         added = len(parts) - before
-        forgotten = 0
-        for p in ex.forgotten_partitions:
-            k = (p.topic_id or p.topic, p.partition)
-            if k in parts:
-                parts.discard(k)
-                forgotten += 1
-        if len(parts) > s.max_parts:
-            s.max_parts = len(parts)
-        return added, forgotten
+        return added, _forget(s, ex, remember=False)
 
     def _apply_unknown_start(self, s: TrackedSession, ex: Exchange, client: TrackedClient | None) -> tuple[int, int]:
         """_apply for a session alive before the capture, whose partitions at the start are unknown: a partition
@@ -440,18 +432,7 @@ class SessionTracker:
                 if ((gone is not None and k in gone) or (p.fetch_offset == 0 and p.last_fetched_epoch == -1)
                         or self._fetched_elsewhere(client, s, k)):
                     added += 1
-        forgotten = 0
-        for p in ex.forgotten_partitions:
-            k = (p.topic_id or p.topic, p.partition)
-            if s.forgotten_keys is None:
-                s.forgotten_keys = gone = set()
-            gone.add(k)
-            if k in parts:
-                parts.discard(k)
-                forgotten += 1
-        if len(parts) > s.max_parts:
-            s.max_parts = len(parts)
-        return added, forgotten
+        return added, _forget(s, ex, remember=True)
 
     def _fetched_elsewhere(self, client: TrackedClient | None, s: TrackedSession, k: tuple) -> bool:
         """Did ``client`` fetch partition ``k`` in a session on another broker, as far as the capture shows?"""
@@ -500,6 +481,25 @@ class SessionTracker:
 _topic_id = attrgetter("topic_id")
 _id_and_partition = attrgetter("topic_id", "partition")
 _name_and_partition = attrgetter("topic", "partition")
+
+
+def _forget(s: TrackedSession, ex: Exchange, remember: bool) -> int:
+    """Drops the request's forgotten partitions from the session; how many it held. ``remember``: keep every
+    forgotten key (a session alive before the capture, whose later re-adds are then known to be new)."""
+    parts = s.parts
+    forgotten = 0
+    for p in ex.forgotten_partitions:
+        k = (p.topic_id or p.topic, p.partition)
+        if remember:
+            if s.forgotten_keys is None:
+                s.forgotten_keys = set()
+            s.forgotten_keys.add(k)
+        if k in parts:
+            parts.discard(k)
+            forgotten += 1
+    if len(parts) > s.max_parts:
+        s.max_parts = len(parts)
+    return forgotten
 
 
 def _privileged(ex: Exchange) -> bool:
