@@ -235,9 +235,10 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                         await asyncio.sleep(delay)
                 if writer is None:
                     reader, writer = await connect(host, port, options.timeout_s)
-                if supported is not None and fetch_version(fetch.version, supported) != fetch.version:
+                sent_version = fetch_version(fetch.version, supported)
+                if sent_version != fetch.version:
                     # the client speaks what the target does; its handler follows the version it really sends
-                    fetch = dataclasses.replace(fetch, version=fetch_version(fetch.version, supported))
+                    fetch = dataclasses.replace(fetch, version=sent_version)
                 req = model.request(fetch)
                 corr += 1
                 max_wait = fetch.max_wait_ms if broker is not None else (
