@@ -341,7 +341,7 @@ def wait_for_leaders(bootstrap: str, topic: str, timeout_s: float = 30) -> None:
 
 
 class LoopbackCapture:
-    """tcpdump on lo for the given ports, as a context manager: the file is complete when the block ends.
+    """tcpdump on lo for the given ports (a context manager, or start()/stop()): the file is complete once stopped.
 
     Started synchronously (tcpdump says "listening on" once packets are being captured), stopped with SIGTERM
     after a short grace so the last segments are flushed (-U writes each packet as it comes).
@@ -352,6 +352,12 @@ class LoopbackCapture:
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> LoopbackCapture:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> LoopbackCapture:
         if not os.access(self.tcpdump, os.X_OK):
             raise KafkaUnavailable(f"no tcpdump at {self.tcpdump} (apt-get install tcpdump)")
         flt = "tcp and (" + " or ".join(f"port {p}" for p in self.ports) + ")"
@@ -366,7 +372,7 @@ class LoopbackCapture:
             raise KafkaUnavailable(f"tcpdump did not start: {line.strip()}")
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             time.sleep(0.3)
             self.proc.terminate()

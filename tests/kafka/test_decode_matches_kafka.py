@@ -335,22 +335,6 @@ print(n)
 """
 
 
-class Tcpdump:
-    def __init__(self, path: Path, port: int):
-        # --immediate-mode: without it libpcap hands packets over in blocks and the last one is lost at SIGTERM;
-        # -B: a 32 MiB kernel buffer, so 2 busy cores drop fewer packets
-        cmd = ["/usr/bin/tcpdump", "-i", "lo", "-s", "0", "-U", "--immediate-mode", "-B", "32768", "-Z", "root",
-               "-w", str(path), f"tcp port {port}"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stderr.readline()  # "listening on lo, ..." once the capture runs
-        assert "listening on" in line, f"tcpdump did not start: {line}"
-
-    def stop(self) -> None:
-        time.sleep(0.3)
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def live_run(kafka, tmp_path_factory):
     """One recorded run: tcpdump on lo around a Java ConsoleConsumer, a kafka-python consumer and
@@ -362,7 +346,7 @@ def live_run(kafka, tmp_path_factory):
     kafka.create_topic("orders", 3)
     node = kafka.nodes[0]
     capture = tmp_path_factory.mktemp("live") / "live.pcap"
-    dump = Tcpdump(capture, node.port)
+    dump = kafka_peer.LoopbackCapture(capture, [node.port]).start()
     procs = []
     try:
         procs.append(kafka_peer.start_java_tool(

@@ -26,7 +26,8 @@ import pytest
 import broker_record as br
 import test_verdicts_cache_pressure as pressure
 import test_verdicts_sessions as verdicts
-from test_decode_matches_kafka import Tcpdump, assert_decode_matches_request_log
+import kafka_peer
+from test_decode_matches_kafka import assert_decode_matches_request_log
 
 pytestmark = pytest.mark.kafka
 
@@ -63,7 +64,7 @@ def restart_run(kafka, tmp_path_factory) -> Path:
     node = kafka.nodes[0]
     pcap = out / "live-restart.pcap"
     events = []
-    dump = Tcpdump(pcap, node.port)
+    dump = kafka_peer.LoopbackCapture(pcap, [node.port]).start()
     start = time.time()
     stop_file = out / "stop"
     poller = subprocess.Popen([sys.executable, "-c", POLL, kafka.bootstrap, "orders", str(CONSUMERS), str(stop_file)],
