@@ -20,7 +20,7 @@ import resource
 from _timing import best, cpu_with_children
 
 from fetchtool.analysis.run import analyze_capture, analyze_items
-from fetchtool.analysis.savings import SavingsEstimator
+from fetchtool.analysis.savings.estimator import SavingsEstimator
 from fetchtool.decoder import decode_capture
 from fetchtool.exchange import Exchange
 

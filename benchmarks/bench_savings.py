@@ -39,7 +39,7 @@ class _NoSavings:
 
 def speed(path: str) -> None:
     from fetchtool.analysis import run
-    from fetchtool.analysis.savings import SavingsEstimator
+    from fetchtool.analysis.savings.estimator import SavingsEstimator
     from fetchtool.decoder import decode_capture
 
     gc.freeze()   # as the CLI does at start-up
@@ -72,7 +72,7 @@ def accuracy() -> None:
     from broker_workload import run as run_workload
     from broker_workload import schedule
 
-    from fetchtool.analysis.savings import estimate
+    from fetchtool.analysis.savings.estimator import estimate
     from fetchtool.decoder import decode_capture
 
     for partitions, changes in ((300, 5), (3000, 20)):

@@ -15,10 +15,10 @@ from fetchtool.exchange import FETCH_SNAPSHOT, Exchange
 
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS
 
-from .findings import FindingsEngine
-from .model import Analysis, CaptureSummary, Finding
-from .savings import SavingsEstimator
-from .tracker import Observation, SessionTracker, host_of
+from fetchtool.analysis.diagnosis.findings import FindingsEngine
+from fetchtool.analysis.model import Analysis, CaptureSummary, Finding
+from fetchtool.analysis.savings.estimator import SavingsEstimator
+from fetchtool.analysis.tracking.tracker import Observation, SessionTracker, host_of
 
 
 _records_bytes = attrgetter("records_bytes")

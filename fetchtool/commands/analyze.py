@@ -8,7 +8,9 @@ from typing import List, Optional
 
 import typer
 
-from fetchtool.analysis import report_json, report_markdown, report_terminal
+from fetchtool.analysis.reports import json_report
+from fetchtool.analysis.reports import markdown as markdown_report
+from fetchtool.analysis.reports import terminal as terminal_report
 from fetchtool.analysis.model import Analysis
 from fetchtool.analysis.run import analyze_capture
 from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit, fail,
@@ -82,14 +84,14 @@ def main(
         bad_option("--master needs --engine spark")
     analysis = load(capture, port, cache_slots, cache_shards, client, broker, engine, master, eviction_ms)
     if format == "json":
-        text = report_json.render(analysis)
+        text = json_report.render(analysis)
     elif format == "markdown":
-        text = report_markdown.render(analysis)
+        text = markdown_report.render(analysis)
     else:
         if output is None:
-            report_terminal.render(analysis, report_console())
+            terminal_report.render(analysis, report_console())
             return
         buf = io.StringIO()
-        report_terminal.render(analysis, report_console(buf))
+        terminal_report.render(analysis, report_console(buf))
         text = buf.getvalue()
     emit(text, output)

@@ -25,9 +25,9 @@ def main(
     broker: Optional[str] = typer.Option(None, "--broker", help="only this broker (ip:port or host)"),
     port: Optional[List[int]] = typer.Option(None, "--port", help="broker port (repeatable); default: detect"),
 ) -> None:
-    from fetchtool.analysis import savings_report
+    from fetchtool.analysis.reports import savings_panel
     from fetchtool.analysis.run import concerns
-    from fetchtool.analysis.savings import SavingsEstimator
+    from fetchtool.analysis.savings.estimator import SavingsEstimator
     from fetchtool.decoder import CaptureError, decode_capture
     from fetchtool.exchange import Exchange
 
@@ -53,12 +53,12 @@ def main(
     elif format == "json":
         text = json.dumps(result, indent=2) + "\n"
     elif format == "markdown":
-        text = "\n".join(savings_report.markdown(result)) + "\n"
+        text = "\n".join(savings_panel.markdown(result)) + "\n"
     else:
         if output is None:
-            report_console().print(savings_report.terminal(result))
+            report_console().print(savings_panel.terminal(result))
             return
         buf = io.StringIO()
-        report_console(buf).print(savings_report.terminal(result))
+        report_console(buf).print(savings_panel.terminal(result))
         text = buf.getvalue()
     emit(text, output)

@@ -9,7 +9,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from fetchtool.analysis.report_terminal import created_text, end_text, when
+from fetchtool.analysis.reports.terminal import created_text, end_text, when
 from fetchtool.commands.analyze import load
 from fetchtool.commands.output import report_console
 from fetchtool.sessions.errors import error_name

@@ -13,11 +13,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
 
-from fetchtool.analysis.findings import FindingsEngine
+from fetchtool.analysis.diagnosis.findings import FindingsEngine
 from fetchtool.analysis.model import Analysis, ClientSummary
 from fetchtool.analysis.run import AnalysisPass, _Totals
-from fetchtool.analysis.savings import SavingsEstimator
-from fetchtool.analysis.tracker import SessionTracker, TrackedClient
+from fetchtool.analysis.savings.estimator import SavingsEstimator
+from fetchtool.analysis.tracking.tracker import SessionTracker, TrackedClient
 
 
 @dataclass

@@ -23,7 +23,7 @@ import threading
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from fetchtool.analysis.savings_size import VersionSizes, version_sizes
+from fetchtool.analysis.savings.sizes import VersionSizes, version_sizes
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel, answer_reached_client
 from fetchtool.replay.plan import REQUEST, RESPONSE, ReplayPlan
 from fetchtool.replay.tally import Tally, totals_by_broker

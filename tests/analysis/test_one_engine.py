@@ -1,5 +1,5 @@
 """Issue #15: every session's life and every 70's cause read from Kafka's own cache engine, replayed over the
-capture (fetchtool.analysis.shadow), as real Kafka 4.3.1 brokers lived them (captures/kafka/ and its logs).
+capture (fetchtool.analysis.diagnosis.shadow), as real Kafka 4.3.1 brokers lived them (captures/kafka/ and its logs).
 
 Each story is one that the analysis got wrong before, told the way a support engineer's capture shows it.
 Kafka's rules the stories rely on: a session is created when its full fetch is ANSWERED (after the long poll),

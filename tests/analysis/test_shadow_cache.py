@@ -1,9 +1,10 @@
-"""The shadow cache (fetchtool.analysis.shadow) on its own: a broker's cache events in, the shapes the capture
+"""The shadow cache (fetchtool.analysis.diagnosis.shadow) on its own: a broker's cache events in, the shapes the capture
 allows and the evictions they all agree on out."""
 
 from __future__ import annotations
 
-from fetchtool.analysis.shadow import ABSENT, CREATE, REFUSE, TOUCH, CacheEvent, infer
+from fetchtool.analysis.diagnosis.shadow import infer
+from fetchtool.analysis.tracking.cache_events import ABSENT, CREATE, REFUSE, TOUCH, CacheEvent
 
 SHARD = 2147483647 // 8
 S = 1000  # ms

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fetchtool.analysis.report_json import render
+from fetchtool.analysis.reports.json_report import render
 from fetchtool.analysis.run import analyze_capture
 from fetchtool.capture import streams
 from fetchtool.capture.rotation import rotation_groups

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fetchtool.analysis.report_json import render
+from fetchtool.analysis.reports.json_report import render
 from fetchtool.analysis.run import analyze_capture, analyze_items
 from fetchtool.decoder import decode_capture
 from fetchtool.pipeline.spark import analyze_spark

@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from fetchtool.analysis.savings import SavingsEstimator
-from fetchtool.analysis.savings_model import StreamModel
+from fetchtool.analysis.savings.estimator import SavingsEstimator
+from fetchtool.analysis.savings.model import StreamModel
 from fetchtool.decoder import decode_capture
 from fetchtool.exchange import Exchange, ForgottenPartition, RequestPartition, ResponsePartition
 
@@ -142,7 +142,7 @@ def test_an_estimator_pickled_mid_stream_carries_on_exactly():
 
 
 def test_frame_sizes_from_topic_runs_equal_those_from_keys():
-    from fetchtool.analysis import savings_size as size
+    from fetchtool.analysis.savings import sizes as size
 
     rng = random.Random(5)
     for version in (4, 7, 12, 13, 16):

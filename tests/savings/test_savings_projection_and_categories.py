@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from fetchtool.analysis import savings_report
-from fetchtool.analysis.savings import estimate
+from fetchtool.analysis.reports import savings_panel
+from fetchtool.analysis.savings.estimator import estimate
 from fetchtool.decoder import decode_capture
 from same_data_consumers import write_capture
 
@@ -131,7 +131,7 @@ def test_the_reports_name_the_excess(tmp_path):
     _triplets(path)
     runner = CliRunner()
     s = json.loads(runner.invoke(app, ["savings", str(path), "--format", "json"]).output)
-    human_excess = savings_report.human(s["total"]["excess_request_bytes"])
+    human_excess = savings_panel.human(s["total"]["excess_request_bytes"])
     out = runner.invoke(app, ["savings", str(path)], env={"COLUMNS": "200"}).output
     assert "unchanged partitions resent" in out and human_excess in out
     md = runner.invoke(app, ["analyze", str(path), "--format", "markdown"]).output

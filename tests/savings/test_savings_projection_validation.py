@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from broker_workload import run, schedule
 
-from fetchtool.analysis.savings import estimate
+from fetchtool.analysis.savings.estimator import estimate
 from fetchtool.decoder import decode_capture
 
 

@@ -8,7 +8,7 @@ full-fetch equivalent of the session twin is exactly what the sessionless one se
 
 from __future__ import annotations
 
-from fetchtool.analysis.savings import estimate
+from fetchtool.analysis.savings.estimator import estimate
 from fetchtool.decoder import decode_capture
 from same_data_consumers import write_capture
 

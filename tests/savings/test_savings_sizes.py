@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from fetchtool.analysis import savings_size as size
+from fetchtool.analysis.savings import sizes as size
 from fetchtool.exchange import ForgottenPartition, RequestPartition, ResponsePartition
 from fetchtool.protocol.codec import FetchRequestBody, FetchResponseBody, encode_request, encode_response
 from fetchtool.protocol.headers import FETCH, encode_request_header, encode_response_header

@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from fetchtool.analysis.report_json import render
+from fetchtool.analysis.reports.json_report import render
 from fetchtool.analysis.run import analyze_capture
 from fetchtool.capture.reader import CaptureError
 from fetchtool.cli import app

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 
 from fetchtool.exchange import FETCH, Exchange
 
-from .kraft import is_kraft_voter_fetch
-from .savings_model import (CLOSE, FULL, INCREMENTAL, LOST, POTENTIAL, REALISED, SESSIONLESS, ByteSums,
+from fetchtool.analysis.tracking.kraft import is_kraft_voter_fetch
+from fetchtool.analysis.savings.model import (CLOSE, FULL, INCREMENTAL, LOST, POTENTIAL, REALISED, SESSIONLESS, ByteSums,
                             ExchangeSavings, StreamModel)
 
 PROJECTIONS = (10, 100)

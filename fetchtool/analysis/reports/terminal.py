@@ -9,8 +9,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from . import savings_report
-from .model import ERROR, INFO, WARNING, Analysis, SessionLife
+from fetchtool.analysis.reports import savings_panel
+from fetchtool.analysis.model import ERROR, INFO, WARNING, Analysis, SessionLife
 
 STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "cyan"}
 MAX_SESSION_ROWS = 50
@@ -28,7 +28,7 @@ def render(analysis: Analysis, console: Console) -> None:
     console.print(sessions_table(analysis))
     console.print(findings_view(analysis))
     if analysis.savings:
-        console.print(savings_report.terminal(analysis.savings, table=False))  # the table: `fetchtool savings`
+        console.print(savings_panel.terminal(analysis.savings, table=False))  # the table: `fetchtool savings`
 
 
 def summary_panel(a: Analysis) -> Panel:

@@ -7,7 +7,7 @@ an alarm per fetch).
 
 from __future__ import annotations
 
-from .model import ERROR, INFO, WARNING
+from fetchtool.analysis.model import ERROR, INFO, WARNING
 
 SEVERITY: dict[str, str] = {
     "FETCH_SESSION_ID_NOT_FOUND": ERROR,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from . import savings_report
-from .model import ERROR, INFO, WARNING, Analysis
-from .report_terminal import MAX_SESSION_ROWS, created_text, end_text, when
+from fetchtool.analysis.reports import savings_panel
+from fetchtool.analysis.model import ERROR, INFO, WARNING, Analysis
+from fetchtool.analysis.reports.terminal import MAX_SESSION_ROWS, created_text, end_text, when
 
 
 def _cell(text) -> str:
@@ -60,5 +60,5 @@ def render(a: Analysis) -> str:
     if len(a.sessions) > MAX_SESSION_ROWS:
         out.append(f"\n{len(a.sessions) - MAX_SESSION_ROWS} more sessions: see `fetchtool analyze --format json`.")
     if a.savings:
-        out += ["", *savings_report.markdown(a.savings)]
+        out += ["", *savings_panel.markdown(a.savings)]
     return "\n".join(out) + "\n"

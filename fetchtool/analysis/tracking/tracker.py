@@ -18,10 +18,10 @@ from operator import attrgetter
 from fetchtool.exchange import FETCH, FETCH_SNAPSHOT, Exchange
 from fetchtool.sessions.metadata import FINAL_EPOCH, INITIAL_EPOCH, FetchMetadata, next_epoch
 
-from .connections import ConnectionState
-from .shadow import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, TOUCH, CacheEvent
-from .model import CLOSE as CLOSE_KIND
-from .model import (
+from fetchtool.analysis.tracking.connections import ConnectionState
+from fetchtool.analysis.tracking.cache_events import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, TOUCH, CacheEvent
+from fetchtool.analysis.model import CLOSE as CLOSE_KIND
+from fetchtool.analysis.model import (
     ALIVE,
     CLOSED,
     FULL,

@@ -29,8 +29,8 @@ from fetchtool.sessions import (FetchManager, FetchSessionCache, FetchSessionHan
                                 PartitionResult, TopicIdPartition)
 from fetchtool.sessions.partitions import ZERO_UUID
 
-from . import savings_size as size
-from .savings_state import (QUIET, ClientKey, EngineKey, PartitionState, RequestState, partition_data, result,
+from fetchtool.analysis.savings import sizes as size
+from fetchtool.analysis.savings.state import (QUIET, ClientKey, EngineKey, PartitionState, RequestState, partition_data, result,
                             result_from_row)
 
 MIN_SESSION_VERSION = 7  # KIP-227: Fetch v7 added sessions; older exchanges are estimated at v7

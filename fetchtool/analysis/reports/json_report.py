@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .model import Analysis
+from fetchtool.analysis.model import Analysis
 
 
 def render(analysis: Analysis) -> str:

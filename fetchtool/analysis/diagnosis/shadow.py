@@ -17,30 +17,15 @@ it gone, a refusal proves the shard the broker chose was full, a creation proves
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, FetchSessionCache, SessionEvicted
 from fetchtool.sessions.errors import SessionIdOutOfRange
 
-# Event kinds, in the order Kafka handles things that happen in the same millisecond.
-# RESTART: the broker was lost with its whole cache (analysis.connections).
-RESTART, CLOSE, ABSENT, PRESENT, TOUCH, CREATE, REFUSE = range(7)
+from fetchtool.analysis.tracking.cache_events import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, RESTART, TOUCH, CacheEvent
+
 MAX_SHAPES = 160  # replays per broker when the cache size must be inferred (the search stays bounded)
 UNBOUNDED = 1 << 30
 LONG_AGO_MS = 10**12  # a session alive before the capture: created long before (old enough to be evictable)
-
-
-class CacheEvent(NamedTuple):
-    """What one exchange did to a broker's cache. ``key``: the tracked session (None for a refusal).
-    A NamedTuple, not a dataclass: one is made per exchange, and a tuple is the cheapest immutable record."""
-
-    t_ms: int
-    kind: int
-    seq: int
-    session_id: int
-    size: int
-    privileged: bool
-    key: object = None  # the analysis' own session object, returned in fates
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,9 +28,9 @@ from operator import itemgetter
 
 from fetchtool.sessions.metadata import MAX_INT
 
-from .shadow import Eviction, Verdict
-from .timefmt import clock as _clock
-from .tracker import SentRequest, TrackedBroker, TrackedSession
+from fetchtool.analysis.diagnosis.shadow import Eviction, Verdict
+from fetchtool.analysis.reports.timefmt import clock as _clock
+from fetchtool.analysis.tracking.tracker import SentRequest, TrackedBroker, TrackedSession
 
 LATER = 4  # requests of the same session after a 71 kept as evidence
 

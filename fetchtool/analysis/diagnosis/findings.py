@@ -13,16 +13,17 @@ from dataclasses import dataclass, field, replace
 
 from fetchtool.sessions.errors import error_name
 
-from .advice import SEVERITY, advice
-from .causes import LATER, NotFoundResolver, PendingError, epoch_cause
-from .model import ALIVE, CLOSED, EVICTED, FULL_CREATE, INCREMENTAL, LOST, SESSIONLESS, SNAPSHOT, Finding
-from .connections import broker_losses
-from .kraft import is_kraft_voter_fetch
+from fetchtool.analysis.diagnosis.advice import SEVERITY, advice
+from fetchtool.analysis.diagnosis.causes import LATER, NotFoundResolver, PendingError, epoch_cause
+from fetchtool.analysis.model import ALIVE, CLOSED, EVICTED, FULL_CREATE, INCREMENTAL, LOST, SESSIONLESS, SNAPSHOT, Finding
+from fetchtool.analysis.tracking.connections import broker_losses
+from fetchtool.analysis.tracking.kraft import is_kraft_voter_fetch
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS
 
-from .shadow import RESTART, infer
-from .timefmt import clock as _clock
-from .tracker import Observation, SessionTracker
+from fetchtool.analysis.diagnosis.shadow import infer
+from fetchtool.analysis.tracking.cache_events import RESTART
+from fetchtool.analysis.reports.timefmt import clock as _clock
+from fetchtool.analysis.tracking.tracker import Observation, SessionTracker
 
 MAX_FRAMES = 20
 SESSIONLESS_PARTITIONS = 100  # a sessionless client listing at least this many partitions per fetch is flagged

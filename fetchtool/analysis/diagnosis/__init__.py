@@ -1,0 +1,1 @@
+"""From what was tracked to findings: causes, the shadow cache replay, advice."""

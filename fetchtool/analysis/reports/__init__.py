@@ -1,0 +1,1 @@
+"""Rendering an Analysis: terminal, markdown, JSON and the savings panel."""

@@ -1,0 +1,1 @@
+"""What incremental fetch saves (or would save): the estimate replayed through the session engine."""
