@@ -95,7 +95,7 @@ class AnalysisPass:
     order: analyze_items runs one over a whole run, the Spark engine one per broker
     (fetchtool.pipeline.spark_merge). ``savings_of``: see savings_filter; ``files``: files to list first."""
 
-    __slots__ = ("tracker", "engine", "totals", "savings", "savings_of", "files")
+    __slots__ = ("tracker", "engine", "totals", "savings", "files")
 
     def __init__(self, cache_slots: int | None = None, cache_shards: int | None = None,
                  savings_of: Callable[[Exchange], bool] | None = None, files: Iterable[str] = (),
@@ -103,8 +103,7 @@ class AnalysisPass:
         self.tracker = SessionTracker()
         self.engine = FindingsEngine(cache_slots, cache_shards, eviction_ms)
         self.totals = _Totals()
-        self.savings = SavingsEstimator()
-        self.savings_of = savings_of
+        self.savings = SavingsEstimator(only=savings_of)
         self.files: dict[str, None] = dict.fromkeys(files)  # the files that had exchanges, in request order
 
     def feed(self, it) -> Observation | None:
@@ -114,8 +113,7 @@ class AnalysisPass:
             self.totals.add(it)
             obs = self.tracker.feed(it)
             self.engine.observe(obs)
-            if self.savings_of is None or self.savings_of(it):
-                self.savings.feed(it)
+            self.savings.feed(it)
             return obs
         # OrphanResponse: a response whose request is not in the capture
         self.engine.request_missing(it.file, it.frame, it.ts, it.client, it.broker)
@@ -139,7 +137,7 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
             # The decode report counts gaps, not where they are: one finding for the whole run.
             engine.capture_gap(", ".join(decode_report.files), None, None, None, None, decode_report.lost_bytes,
                                gaps=decode_report.gaps)
-    findings = engine.finish(tracker)
+    findings = engine.finish(tracker, run.savings.per_pair)
     capture = run.totals.capture_summary(run.files, decode)
     return Analysis(
         capture=capture,

@@ -33,12 +33,12 @@ def main(
 
     check_choice(format, "--format", FORMATS)
     check_ports(port)
-    est = SavingsEstimator()
+    est = SavingsEstimator(only=(lambda ex: concerns(ex, client, broker)) if client or broker else None)
     lines: list[str] = []
     run = decode_capture([str(p) for p in capture], port or None)
     try:
         for ex in run:
-            if isinstance(ex, Exchange) and concerns(ex, client, broker):
+            if isinstance(ex, Exchange):
                 row = est.feed(ex)
                 if row is not None and format == "jsonl":
                     lines.append(json.dumps(row.to_json()))

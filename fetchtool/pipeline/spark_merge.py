@@ -83,11 +83,11 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
         if c is None:
             c = notes[(tc.host, tc.client_id)] = _Client(tc)
         c.note(key)
-    findings = run.engine.finish(run.tracker)
+    findings = run.engine.finish(run.tracker, run.savings.per_pair)
     lives = [(first_seen[id(s)], s.life()) for s in sessions]
     savings = run.savings
     # per-stream models are not needed any more: do not ship them to the driver
-    savings.streams, savings._by_session = {}, {}
+    savings.streams, savings._by_session, savings.only = {}, {}, None
     return BrokerPart(broker, run.totals, run.tracker.broker_summaries(), lives, notes,
                       list(enumerate(findings)), savings, first_key or (), files)
 

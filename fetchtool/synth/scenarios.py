@@ -289,6 +289,87 @@ def snapshot_errors(w: World) -> None:
     conn.snapshot(meta, 0, (180, 4), 1000, size=1500, chunk=1000)
 
 
+@scenario("A broker that never keeps sessions (no cache slots, like tansu or noida-db): every (0, 0) is refused, "
+          "and one odd incremental fetch is answered with session id 0 and no error.")  # fmt: skip
+def sessions_never_granted(w: World) -> None:
+    b = w.broker(slots=0, shards=1)
+    parts = _parts("audit", 3)
+    _produce(b, parts, 6)
+    consumers = [JavaLikeClient(w.connect(b, f"10.0.13.{i + 1}", 53000 + i, f"audit-{i}"), parts) for i in range(2)]
+    first = None
+    for _ in range(4):
+        for c in consumers:
+            req = c.poll()
+            assert req.outcome.session_id == 0 and req.outcome.error_code == 0  # refused: no slot, ever
+            first = first or req
+        w.advance(0.5)
+    w.expect("SESSIONS_NOT_GRANTED", None, first, consumers[0].conn)
+    # A client naming a session this broker never granted: Kafka would answer 70; this broker says nothing.
+    odd = w.connect(b, "10.0.13.9", 53009, "odd-client")
+    req = odd.request(FetchMetadata(777, 1), {tp: 0 for tp in parts})
+    odd.respond(req, outcome=FetchOutcome(0, 0, 0, ()))
+    w.expect("SESSION_DROPPED_WITHOUT_ERROR", None, req, odd)
+
+
+@scenario("A client asking for a new session on every fetch (0, 0) fills a 4-slot cache: its first sessions are "
+          "granted and never used, the rest refused (like @platformatic/kafka before 2.12).")  # fmt: skip
+def churn_fills_cache(w: World) -> None:
+    b = w.broker(slots=4, shards=1)
+    steady_parts, churn_parts = _parts("orders", 2), _parts("clicks", 2)
+    _produce(b, steady_parts + churn_parts, 8)
+    steady = JavaLikeClient(w.connect(b, "10.0.14.1", 54000, "steady-consumer"), steady_parts)
+    conn = w.connect(b, "10.0.14.2", 54001, "churning-consumer")
+    granted = refused = 0
+    first_refused = None
+    for _ in range(12):
+        steady.poll()
+        req = conn.fetch(FetchMetadata.INITIAL, {tp: 0 for tp in churn_parts})
+        if req.outcome.session_id:
+            granted += 1
+        else:
+            refused += 1
+            first_refused = first_refused or req
+        w.advance(0.5)
+    assert (granted, refused) == (3, 9)  # the steady consumer holds the fourth slot; equal sizes evict nothing
+    w.expect("SESSION_CHURN", None, conn=conn)
+    w.expect("CACHE_FULL", None, first_refused, conn)
+
+
+@scenario("A sessionless client (epoch -1, like librdkafka) fetching 20 partitions with little data: no session, "
+          "so every fetch lists them all both ways.")  # fmt: skip
+def sessionless_few(w: World) -> None:
+    b = w.broker()
+    parts = _parts("inventory", 20)
+    _produce(b, parts[:2], 2)
+    conn = w.connect(b, "10.0.15.1", 55000, "rdkafka-inventory")
+    for _ in range(6):
+        conn.fetch(FetchMetadata.LEGACY, {tp: 0 for tp in parts}, version=11)
+        w.advance(0.5)
+    w.expect("SESSIONLESS_CLIENT", None, conn=conn)
+
+
+@scenario("A broker drops a live session without an error (session id 0 while partitions remain); another client "
+          "empties its own session, which Kafka closes with session id 0 too: only the first is a finding.")  # fmt: skip
+def session_dropped(w: World) -> None:
+    b = w.broker()
+    a_parts, e_parts = _parts("payments", 3), _parts("refunds", 2)
+    _produce(b, a_parts + e_parts, 6)
+    victim = JavaLikeClient(w.connect(b, "10.0.16.1", 56000, "payments-consumer"), a_parts)
+    leaver = JavaLikeClient(w.connect(b, "10.0.16.2", 56001, "refunds-consumer"), e_parts)
+    for _ in range(3):
+        victim.poll()
+        leaver.poll()
+    req, _ = victim.request()
+    victim.conn.respond(req, outcome=FetchOutcome(0, 0, 0, ()))  # the broken broker's answer
+    victim.handle(req)
+    w.expect("SESSION_DROPPED_WITHOUT_ERROR", None, req, victim.conn)
+    leaver.positions.clear()  # unassigned: the next fetch forgets every partition
+    emptied = leaver.poll()
+    assert emptied.outcome.session_id == 0 and emptied.outcome.error_code == 0  # Kafka's own way to end it
+    victim.poll()
+    victim.poll()
+
+
 def generate(name: str, path) -> list[dict]:
     """Write scenario `name` to `path`; return its expected findings."""
     fn, _ = SCENARIOS[name]

@@ -118,7 +118,8 @@ def test_a_broker_that_evicted_sessions_still_in_use_is_reported_under_eviction_
 @pytest.mark.parametrize("capture", per_capture("test_a_client_whose_sessions_kafka_never_saw_used_is_session_churn"))
 def test_a_client_whose_sessions_kafka_never_saw_used_is_session_churn(capture):
     """SESSION_CHURN: Kafka created several sessions for one client and never got an incremental fetch for any of
-    them (no "incremental FetchContext" line); a client whose sessions Kafka saw used is never called churning."""
+    them (no "incremental FetchContext" line); the finding counts those sessions, and a client whose sessions
+    Kafka saw used is never called churning."""
     run = run_of(capture)
     first, last = run.window
     owners = run.record.owners()
@@ -133,4 +134,8 @@ def test_a_client_whose_sessions_kafka_never_saw_used_is_session_churn(capture):
             if f["code"] == "SESSION_CHURN"}
     healthy = {k for k, v in per_client.items() if any(v)}
     assert not (mine.keys() & healthy), f"SESSION_CHURN for clients whose sessions Kafka saw used: {mine}"
-    assert mine == churning, f"SESSION_CHURN (fetchtool) {mine} vs Kafka's unused sessions per client {churning}"
+    # SESSION_CHURN counts the client's sessions never used; it may also name a client with fewer unused sessions
+    # that keeps being refused (session_use.CHURN_REQUESTS), but never one with a session Kafka saw used
+    assert {k: mine.get(k) for k in churning} == churning, (
+        f"SESSION_CHURN (fetchtool) {mine} vs Kafka's unused sessions per client {churning}")
+    assert all(k in per_client and mine[k] == len(per_client[k]) for k in mine), (mine, dict(per_client))

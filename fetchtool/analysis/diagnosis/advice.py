@@ -16,7 +16,7 @@ SEVERITY: dict[str, str] = {
     "SESSION_CHURN": WARNING,
     "CACHE_FULL": WARNING,
     "EVICTION_PRESSURE": WARNING,
-    "SESSIONLESS_CLIENT": WARNING,
+    "SESSIONLESS_CLIENT": INFO,
     "PARTITION_STARVATION": WARNING,
     "RESPONSE_OVER_MAX_BYTES": WARNING,
     "SNAPSHOT_ERROR": ERROR,
@@ -26,6 +26,7 @@ SEVERITY: dict[str, str] = {
     "SESSIONS_NOT_GRANTED": INFO,
     "BROKER_LOST": ERROR,
     "STALE_EVICTION": WARNING,
+    "SESSION_DROPPED_WITHOUT_ERROR": WARNING,
 }
 
 SLOTS = "max.incremental.fetch.session.cache.slots"
@@ -135,6 +136,12 @@ ADVICE: dict[tuple[str, str | None], str] = {
         "The broker died or was cut off (a crash, kill -9, OOM, its host or network): check its logs and the "
         "restart reason at this time. Its fetch sessions were lost with it; clients recover with full fetches "
         "(the Java client sends (old id, 0) on its new connection, so no FETCH_SESSION_ID_NOT_FOUND follows)."
+    ),
+    ("SESSION_DROPPED_WITHOUT_ERROR", None): (
+        "A broker problem, not a client or cache setting: Apache Kafka keeps a session that still has partitions, "
+        "and answers a session it does not know with FETCH_SESSION_ID_NOT_FOUND (70) so the client starts a new "
+        "one. Check the broker implementation and version (brokers without KIP-227 sessions, such as tansu or "
+        "noida-db, answer session id 0); clients that follow Kafka's FetchSessionHandler fall back to a full fetch."
     ),
     ("SESSIONS_NOT_GRANTED", None): (
         "No action needed unless you expect incremental fetches: a broker without KIP-227 sessions (e.g. tansu) "

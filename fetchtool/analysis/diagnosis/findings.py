@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from fetchtool.sessions.errors import error_name
 
 from fetchtool.analysis.diagnosis.advice import SEVERITY, advice
+from fetchtool.analysis.diagnosis.build import MAX_FRAMES, Agg, finding
+from fetchtool.analysis.diagnosis.session_use import SessionUse
 from fetchtool.analysis.diagnosis.causes import LATER, NotFoundResolver, PendingError, epoch_cause
 from fetchtool.analysis.model import ALIVE, CLOSED, EVICTED, FULL_CREATE, INCREMENTAL, LOST, SESSIONLESS, SNAPSHOT, Finding
 from fetchtool.analysis.tracking.connections import broker_losses
@@ -25,9 +27,6 @@ from fetchtool.analysis.tracking.cache_events import RESTART
 from fetchtool.analysis.reports.timefmt import clock as _clock
 from fetchtool.analysis.tracking.tracker import Observation, SessionTracker
 
-MAX_FRAMES = 20
-SESSIONLESS_PARTITIONS = 100  # a sessionless client listing at least this many partitions per fetch is flagged
-CHURN_SESSIONS = 5  # sessions created by one client on one broker, without incremental use, to call it churn
 STARVATION_RUNS = 5  # full responses in a row that leave out a partition with data
 FULL_RESPONSE = 0.9  # a response whose records reach this share of MaxBytes is "full" (KIP-74)
 IN_FLIGHT_GRACE = 1.0
@@ -35,33 +34,11 @@ SNAPSHOT_ERRORS = {98: "SNAPSHOT_NOT_FOUND", 99: "POSITION_OUT_OF_RANGE"}  # KIP
 
 
 @dataclass(slots=True)
-class _Agg:
-    """An aggregated finding under construction: the first exchange, a count and the first frames."""
+class _Starvation:
+    """Per (client, broker): partitions left out of full responses (KIP-74), watched after the first full one."""
 
-    ex: object
-    count: int = 0
-    frames: list[int] = field(default_factory=list)
-    extra: dict = field(default_factory=dict)
-
-    def add(self, frame: int | None) -> None:
-        self.count += 1
-        if frame is not None and len(self.frames) < MAX_FRAMES:
-            self.frames.append(frame)
-
-
-@dataclass(slots=True)
-class _PairStats:
-    """Per (client, broker): request kinds and sessions, for churn and sessionless findings."""
-
-    first: object
-    created: int = 0
-    incremental: int = 0
-    sessionless: int = 0
-    sessionless_max_partitions: int = 0
-    sessionless_frames: list[int] = field(default_factory=list)
-    created_frames: list[int] = field(default_factory=list)
-    starvation: dict | None = None  # partition -> [fetch_offset, high_watermark, runs, first_frame]; after 1st full response
-    starved: dict = field(default_factory=dict)  # partition -> (first exchange, frames)
+    watch: dict | None = None  # partition -> [fetch_offset, high_watermark, runs, first_frame, topic, partition]
+    starved: dict = field(default_factory=dict)  # partition -> (exchange, first frame, topic, partition)
 
 
 class FindingsEngine:
@@ -74,13 +51,13 @@ class FindingsEngine:
         self.pending_70: list[PendingError] = []
         self.pending_71: list[PendingError] = []
         self._watch: dict[tuple, list[PendingError]] = {}
-        self._refused: dict[tuple, _Agg] = {}
-        self._pairs: dict[tuple, _PairStats] = {}
+        self.session_use = SessionUse()
+        self._starved: dict[tuple, _Starvation] = {}
         self._missing: dict[tuple, list] = {}
-        self._over_max: dict[tuple, _Agg] = {}
+        self._over_max: dict[tuple, Agg] = {}
         self._snapshot_next: dict[tuple, int] = {}
-        self._snapshot_errors: dict[tuple, _Agg] = {}
-        self._quality: dict[tuple, _Agg] = {}
+        self._snapshot_errors: dict[tuple, Agg] = {}
+        self._quality: dict[tuple, Agg] = {}
         self._cut: set[tuple[str, int]] = set()  # (broker, connection) cut with a lost broker
         self.last_ts: float | None = None
 
@@ -115,31 +92,11 @@ class FindingsEngine:
                 self._topic_id_error(pending)
         if obs.kind == SESSIONLESS and is_kraft_voter_fetch(ex):
             return  # a KRaft voter's Fetch: sessionless by design, no session finding applies
-        pair_key = (obs.client.host, obs.client.client_id, ex.broker)
-        st = self._pairs.get(pair_key)
-        if st is None:
-            st = self._pairs[pair_key] = _PairStats(ex)
-        kind = obs.kind
-        if kind == FULL_CREATE:
-            st.created += 1
-            if len(st.created_frames) < MAX_FRAMES:
-                st.created_frames.append(ex.request_frame)
-        elif kind == INCREMENTAL:
-            st.incremental += 1
-        elif kind == SESSIONLESS:
-            st.sessionless += 1
-            if ex.partitions > st.sessionless_max_partitions:
-                st.sessionless_max_partitions = ex.partitions
-            if ex.partitions >= SESSIONLESS_PARTITIONS and len(st.sessionless_frames) < MAX_FRAMES:
-                st.sessionless_frames.append(ex.request_frame)
-        if obs.refused:
-            agg = self._refused.get(pair_key)
-            if agg is None:
-                agg = self._refused[pair_key] = _Agg(ex)
-            agg.add(ex.request_frame)
+        self.session_use.observe(obs)
         if ex.response_partitions is not None and not err:
+            pair_key = (obs.client.host, obs.client.client_id, ex.broker)
             self._response_size(ex, pair_key)
-            self._starvation(ex, st)
+            self._starvation(ex, pair_key)
 
     def request_missing(self, file: str, frame: int | None, ts: float | None, client: str, broker: str) -> None:
         """A response whose request is not in the capture (REQUEST_MISSING)."""
@@ -152,11 +109,11 @@ class FindingsEngine:
         agg.count += gaps - 1
         agg.extra["lost_bytes"] = agg.extra.get("lost_bytes", 0) + lost_bytes
 
-    def _quality_event(self, code, file, frame, ts, client, broker) -> _Agg:
+    def _quality_event(self, code, file, frame, ts, client, broker) -> Agg:
         key = (code, file, client, broker)
         agg = self._quality.get(key)
         if agg is None:
-            agg = self._quality[key] = _Agg(dict(file=file, frame=frame, ts=ts, client=client, broker=broker))
+            agg = self._quality[key] = Agg(dict(file=file, frame=frame, ts=ts, client=client, broker=broker))
         agg.add(frame)
         return agg
 
@@ -203,19 +160,22 @@ class FindingsEngine:
         if total > max(ex.max_bytes, first):
             agg = self._over_max.get(pair_key)
             if agg is None:
-                agg = self._over_max[pair_key] = _Agg(ex, extra={"total": total, "max": ex.max_bytes})
+                agg = self._over_max[pair_key] = Agg(ex, extra={"total": total, "max": ex.max_bytes})
             agg.add(ex.response_frame)
 
-    def _starvation(self, ex, st: _PairStats) -> None:
+    def _starvation(self, ex, pair_key) -> None:
         if ex.api_key != 1 or not ex.max_bytes:
             return
         records = ex.records_bytes or 0
         full = records >= FULL_RESPONSE * ex.max_bytes
-        state = st.starvation
-        if state is None:
+        st = self._starved.get(pair_key)
+        if st is None:
             if not full:
                 return  # nothing to watch until responses fill MaxBytes (keeps the common case cheap)
-            state = st.starvation = {}
+            st = self._starved[pair_key] = _Starvation()
+        state = st.watch
+        if state is None:
+            state = st.watch = {}
         for p in ex.request_partitions:
             k = (p.topic_id or p.topic, p.partition)
             e = state.get(k)
@@ -277,11 +237,12 @@ class FindingsEngine:
     def _snapshot_error(self, ex, key, message) -> None:
         agg = self._snapshot_errors.get(key)
         if agg is None:
-            agg = self._snapshot_errors[key] = _Agg(ex, extra={"message": message})
+            agg = self._snapshot_errors[key] = Agg(ex, extra={"message": message})
         agg.add(ex.response_frame)
 
     # -- end of capture ------------------------------------------------------------------------------------
-    def finish(self, tracker: SessionTracker) -> list[Finding]:
+    def finish(self, tracker: SessionTracker, savings_by_pair: dict | None = None) -> list[Finding]:
+        """``savings_by_pair``: what sessionless clients would save (session_use.SessionUse.findings)."""
         resolver = NotFoundResolver(tracker.brokers, tracker.sessions, self.cache_slots, self.cache_shards)
         self._broker_losses(resolver, tracker)
         self._shadow_caches(resolver, tracker)
@@ -303,7 +264,8 @@ class FindingsEngine:
                    f"INVALID_FETCH_SESSION_EPOCH: {c.detail}.")
             self._add_ex("INVALID_FETCH_SESSION_EPOCH", c.cause, p.ex, msg)
         self._eviction_pressure(evicted, tracker)
-        self._pair_findings(tracker)
+        self.findings += self.session_use.findings(tracker, savings_by_pair)
+        self._starvation_findings()
         self._aggregates()
         return sorted(self.findings, key=lambda f: f.sort_key)
 
@@ -395,6 +357,8 @@ class FindingsEngine:
 
     def _eviction_pressure(self, evicted: dict[str, list], tracker: SessionTracker) -> None:
         for broker, victims in evicted.items():
+            if not tracker.brokers[broker].granted:
+                continue  # no response shows this broker keeping sessions: nothing to say about its cache
             evictors: dict[tuple, int] = {}
             for _, c in victims:
                 n = c.evicted_by
@@ -415,40 +379,13 @@ class FindingsEngine:
                 frames=tuple(p.ex.response_frame for p, _ in victims if p.ex.response_frame is not None)[:MAX_FRAMES],
             ))  # fmt: skip
 
-    def _pair_findings(self, tracker: SessionTracker) -> None:
-        for (host, client_id, broker), st in self._pairs.items():
-            ex = st.first
-            if st.created >= CHURN_SESSIONS and st.incremental * 10 <= st.created:
-                msg = (f"Client {client_id or '?'} ({host}) created {st.created} sessions on {broker} with "
-                       f"{st.created} full fetches and {st.incremental} incremental ones: it opens a new session "
-                       "on every fetch and never uses it.")
-                self._add_agg("SESSION_CHURN", None, ex, msg, st.created, st.created_frames)
-            if st.sessionless and st.sessionless_max_partitions >= SESSIONLESS_PARTITIONS:
-                msg = (f"Client {client_id or '?'} ({host}) sent {st.sessionless} sessionless fetches to {broker} "
-                       f"listing up to {st.sessionless_max_partitions} partitions each, every partition in both "
-                       "directions every time.")
-                self._add_agg("SESSIONLESS_CLIENT", None, ex, msg, st.sessionless, st.sessionless_frames)
-            for (_k, (sex, first_frame, topic, partition)) in st.starved.items():
+    def _starvation_findings(self) -> None:
+        for (_host, _client_id, broker), st in self._starved.items():
+            for sex, first_frame, topic, partition in st.starved.values():
                 msg = (f"Partition {topic}-{partition} had data (high watermark above the fetch offset) but was "
                        f"left out of {STARVATION_RUNS} full responses in a row from {broker} (KIP-74 starvation).")
                 frames = [f for f in (first_frame, sex.response_frame) if f is not None]
                 self._add_agg("PARTITION_STARVATION", None, sex, msg, STARVATION_RUNS, frames)
-        for (host, client_id, broker), agg in self._refused.items():
-            b = tracker.brokers[broker]
-            if b.granted:
-                msg = (f"Broker {broker} answered {agg.count} session-creating fetch(es) from {client_id or '?'} "
-                       f"({host}) with session id 0: no free slot in its fetch session cache.")
-                self._add_agg("CACHE_FULL", None, agg.ex, msg, agg.count, agg.frames)
-        for broker, b in tracker.brokers.items():
-            if b.granted or not b.refused:
-                continue
-            aggs = [a for (h, c, br), a in self._refused.items() if br == broker]
-            first = min(aggs, key=lambda a: a.ex.ts or 0).ex
-            frames = [f for a in aggs for f in a.frames][:MAX_FRAMES]
-            msg = (f"Broker {broker} never granted a fetch session: all {b.refused} session-creating fetches from "
-                   f"{len(aggs)} client(s) got session id 0, so every fetch is a full fetch.")
-            f = self._finding("SESSIONS_NOT_GRANTED", None, first, msg, count=b.refused, frames=frames)
-            self.findings.append(f)
 
     def _aggregates(self) -> None:
         for agg in self._over_max.values():
@@ -484,21 +421,13 @@ class FindingsEngine:
             ))  # fmt: skip
 
     # -- building ------------------------------------------------------------------------------------------
-    def _finding(self, code, cause, ex, message, count=1, frames=()) -> Finding:
-        return Finding(
-            code=code, severity=SEVERITY[code], cause=cause, client=ex.client, client_id=ex.client_id,
-            broker=ex.broker, session_id=ex.session_id, epoch=ex.session_epoch, file=ex.file,
-            request_frame=ex.request_frame, response_frame=ex.response_frame, ts=ex.ts, message=message,
-            advice=advice(code, cause), count=count, frames=tuple(f for f in frames if f is not None),
-        )  # fmt: skip
-
     def _add_ex(self, code, cause, ex, message, stale: bool = False) -> None:
         frames = [f for f in (ex.request_frame, ex.response_frame) if f is not None]
-        f = self._finding(code, cause, ex, message, 1, frames)
+        f = finding(code, cause, ex, message, 1, frames)
         if stale:  # the idle client is the cause, not the cache's size
             f = replace(f, advice=advice(code, "evicted_stale"))
         self.findings.append(f)
 
     def _add_agg(self, code, cause, ex, message, count, frames) -> None:
-        self.findings.append(self._finding(code, cause, ex, message, count, frames))
+        self.findings.append(finding(code, cause, ex, message, count, frames))
 

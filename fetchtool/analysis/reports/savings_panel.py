@@ -10,20 +10,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from fetchtool.analysis.reports.units import human
+
 BAR = 40
-
-
-def human(n: float | int | None) -> str:
-    if n is None:
-        return "-"
-    n = float(n)
-    sign = "-" if n < 0 else ""
-    n = abs(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.1f} {unit}"
-        n /= 1000
-    return f"{sign}{n:.1f} TB"
 
 
 def pct(x: float | None) -> str:

@@ -35,15 +35,24 @@ projects a saving of 0 at any factor.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fetchtool.exchange import FETCH, Exchange
 
+from fetchtool.analysis.savings.model import (CLOSE, FULL, INCREMENTAL, LOST, POTENTIAL, REALISED, REFUSED,
+                                              SESSIONLESS, ByteSums, ExchangeSavings, StreamModel)
 from fetchtool.analysis.tracking.kraft import is_kraft_voter_fetch
-from fetchtool.analysis.savings.model import (CLOSE, FULL, INCREMENTAL, LOST, POTENTIAL, REALISED, SESSIONLESS, ByteSums,
-                            ExchangeSavings, StreamModel)
+from fetchtool.analysis.tracking.tracker import grants_session, host_of
 
 PROJECTIONS = (10, 100)
+CACHE_FULL, NOT_GRANTED = "cache_full", "not_granted"
+
+
+def refusal_cause(broker: str, granting: frozenset[str]) -> str:
+    """A refused session is a full cache only on a broker shown to keep sessions (tracking.grants_session);
+    elsewhere the broker has no sessions to give (tansu, noida-db, or no cache slots)."""
+    return CACHE_FULL if broker in granting else NOT_GRANTED
 KINDS = (SESSIONLESS, FULL, INCREMENTAL, CLOSE)
 
 
@@ -55,7 +64,7 @@ class Tally(ByteSums):
                  "realised_bytes", "potential_bytes", "lost_bytes", "lost_by_cause", "kinds", "estimated_at_v7",
                  "responses_missing", "actual_scalable_bytes", "full_scalable_bytes", "incremental_scalable_bytes",
                  "excess_request_bytes", "excess_response_bytes", "reencode_checked", "reencode_mismatches",
-                 "versions")
+                 "versions", "refused_by_broker")
 
     def __init__(self) -> None:
         self.exchanges = 0
@@ -66,6 +75,7 @@ class Tally(ByteSums):
         self.realised_bytes = self.potential_bytes = self.lost_bytes = 0
         self.excess_request_bytes = self.excess_response_bytes = 0
         self.lost_by_cause: dict[str, int] = {}
+        self.refused_by_broker: dict[str, int] = {}  # lost to refused sessions, named by refusal_cause at the end
         self.kinds: dict[str, int] = {}
         self.estimated_at_v7 = 0
         self.responses_missing = 0
@@ -103,7 +113,10 @@ class Tally(ByteSums):
         elif s.category == LOST:
             self.lost_bytes += s.saved_bytes
             cause = s.cause or "other"
-            self.lost_by_cause[cause] = self.lost_by_cause.get(cause, 0) + s.saved_bytes
+            if cause == REFUSED:
+                self.refused_by_broker[s.broker] = self.refused_by_broker.get(s.broker, 0) + s.saved_bytes
+            else:
+                self.lost_by_cause[cause] = self.lost_by_cause.get(cause, 0) + s.saved_bytes
         if s.equivalent_version != s.version:
             self.estimated_at_v7 += 1
         if s.response_missing:
@@ -129,7 +142,14 @@ class Tally(ByteSums):
         return {"actual_bytes": actual, "full_bytes": full, "incremental_bytes": incremental,
                 "saved_bytes": actual - incremental}
 
-    def to_json(self, duration_s: float | None) -> dict:
+    def lost_causes(self, granting: frozenset[str]) -> dict[str, int]:
+        causes = dict(self.lost_by_cause)
+        for broker, lost in self.refused_by_broker.items():
+            cause = refusal_cause(broker, granting)
+            causes[cause] = causes.get(cause, 0) + lost
+        return dict(sorted(causes.items()))
+
+    def to_json(self, duration_s: float | None, granting: frozenset[str] = frozenset()) -> dict:
         actual, records, saved = self.actual_bytes, self.records_bytes, self.saved_bytes
         metadata = actual - records
 
@@ -164,7 +184,7 @@ class Tally(ByteSums):
             "realised_bytes": self.realised_bytes,
             "potential_bytes": self.potential_bytes,
             "lost_bytes": self.lost_bytes,
-            "lost_by_cause": dict(sorted(self.lost_by_cause.items())),
+            "lost_by_cause": self.lost_causes(granting),
             "excess_bytes": self.excess_bytes,
             "excess_request_bytes": self.excess_request_bytes,
             "excess_response_bytes": self.excess_response_bytes,
@@ -190,22 +210,24 @@ class SavingsResult:
     duration_s: float | None   # capture time: the sum of each file's first-to-last timestamp span
     snapshot_exchanges: int = 0
     notes: list[str] = field(default_factory=list)
+    granting: frozenset[str] = frozenset()  # brokers shown to keep sessions (refusal_cause)
 
     def to_json(self) -> dict:
-        d = self.duration_s
+        d, g = self.duration_s, self.granting
         clients = []
         for (client, client_id), t in sorted(self.per_client.items(), key=lambda kv: (-kv[1].saved_bytes, kv[0][0])):
-            clients.append({"client": client, "client_id": client_id, **t.to_json(d)})
-        brokers = [{"broker": b, **t.to_json(d)}
+            clients.append({"client": client, "client_id": client_id, **t.to_json(d, g)})
+        brokers = [{"broker": b, **t.to_json(d, g)}
                    for b, t in sorted(self.per_broker.items(), key=lambda kv: (-kv[1].saved_bytes, kv[0]))]
-        return {"total": self.total.to_json(d), "per_client": clients, "per_broker": brokers,
+        return {"total": self.total.to_json(d, g), "per_client": clients, "per_broker": brokers,
                 "duration_s": None if d is None else round(d, 3), "notes": list(self.notes)}
 
 
 class SavingsEstimator:
     """Feed exchanges in request order; `result()` at the end. Keeps one StreamModel per connection."""
 
-    def __init__(self) -> None:
+    def __init__(self, only: Callable[[Exchange], bool] | None = None) -> None:
+        self.only = only  # the exchanges to count (--client / --broker); every exchange still shows who grants
         self.streams: dict[tuple[str, str], StreamModel] = {}   # (client ip:port, broker)
         self._by_session: dict[tuple, StreamModel] = {}          # (host, client id, broker, session id)
         self.total = Tally()
@@ -214,8 +236,15 @@ class SavingsEstimator:
         self.spans: dict[str, list[float]] = {}   # file -> [first, last] timestamp
         self.snapshot_exchanges = 0
         self.model_errors = 0
+        self.granting: set[str] = set()  # brokers shown to keep sessions (tracking.grants_session)
+        # (host, client id, broker) -> [potential bytes, fetch bytes]: what sessionless clients could save
+        self.per_pair: dict[tuple, list[int]] = {}
 
     def feed(self, ex: Exchange) -> ExchangeSavings | None:
+        if grants_session(ex):
+            self.granting.add(ex.broker)
+        if self.only is not None and not self.only(ex):
+            return None
         span = self.spans.get(ex.file)
         for t in (ex.ts, ex.response_ts):
             if t is not None:
@@ -242,7 +271,13 @@ class SavingsEstimator:
             self.streams[key] = StreamModel(ex.client, ex.broker)
             return None
         if ex.response_session_id:
-            self._by_session[(ex.client.rsplit(":", 1)[0], ex.client_id, ex.broker, ex.response_session_id)] = model
+            self._by_session[(host_of(ex.client), ex.client_id, ex.broker, ex.response_session_id)] = model
+        pair = self.per_pair.get(pk := (host_of(ex.client), ex.client_id, ex.broker))
+        if pair is None:
+            pair = self.per_pair[pk] = [0, 0]
+        if s.category == POTENTIAL:
+            pair[0] += s.saved_bytes
+        pair[1] += s.actual_bytes
         self.total.add(s)
         ck = (ex.client, ex.client_id)
         t = self.per_client.get(ck)
@@ -267,12 +302,17 @@ class SavingsEstimator:
             span[0], span[1] = min(span[0], first), max(span[1], last)
         self.snapshot_exchanges += other.snapshot_exchanges
         self.model_errors += other.model_errors
+        self.granting |= other.granting
+        for key, (potential, actual) in other.per_pair.items():
+            pair = self.per_pair.setdefault(key, [0, 0])
+            pair[0] += potential
+            pair[1] += actual
 
     def _adopt(self, ex: Exchange) -> StreamModel:
         """A new connection that continues a session of an earlier one (clients keep their session across
         reconnects) continues that connection's model; anything else starts a new one."""
         if ex.session_id and ex.session_epoch is not None and ex.session_epoch > 0:
-            model = self._by_session.get((ex.client.rsplit(":", 1)[0], ex.client_id, ex.broker, ex.session_id))
+            model = self._by_session.get((host_of(ex.client), ex.client_id, ex.broker, ex.session_id))
             if model is not None:
                 return model
         return StreamModel(ex.client, ex.broker)
@@ -296,7 +336,7 @@ class SavingsEstimator:
                          f"(no sessions in KIP-630).")
         duration = sum(last - first for first, last in self.spans.values())
         return SavingsResult(self.total, self.per_client, self.per_broker, duration or None,
-                             self.snapshot_exchanges, notes)
+                             self.snapshot_exchanges, notes, frozenset(self.granting))
 
 
 def estimate(exchanges) -> SavingsResult:

@@ -39,6 +39,7 @@ MIN_SESSION_VERSION = 7  # KIP-227: Fetch v7 added sessions; older exchanges are
 SESSIONLESS, FULL, INCREMENTAL, CLOSE = "sessionless", "full", "incremental", "close"
 # Where an exchange's saving is booked.
 REALISED, POTENTIAL, LOST = "realised", "potential", "lost"
+REFUSED = "refused"  # a session-creating fetch answered with session id 0
 
 # A key entry: what a captured row's (topic, topic id, partition) stands for.
 _Entry = tuple[ClientKey, EngineKey, PartitionState, RequestState]
@@ -107,7 +108,7 @@ class ExchangeSavings(ByteSums):
     equivalent_version: int
     kind: str            # sessionless | full | incremental | close (what the client sent)
     category: str        # realised | potential | lost
-    cause: str | None    # for lost: "70", "71", "106", "cache_full", "churn", "session_start", "close", "other"
+    cause: str | None    # for lost: "70", "71", "106", "refused", "churn", "session_start", "close", "other"
     error_code: int | None
     session_partitions: int
     incremental_sent: int
@@ -547,7 +548,7 @@ class StreamModel:
         if prev_error:
             return LOST, str(prev_error)      # re-creating the session after that error
         if ex.response_session_id == 0 and ex.response_partitions is not None:
-            return LOST, "cache_full"         # the broker had no slot (or refused a session)
+            return LOST, REFUSED              # no session: named at the end (savings.estimator.refusal_cause)
         self.full_since_incremental += 1
         if first or self.full_since_incremental == 1:
             return LOST, "session_start"

@@ -45,6 +45,12 @@ def host_of(address: str) -> str:
     return address.rsplit(":", 1)[0]
 
 
+def grants_session(ex: Exchange) -> bool:
+    """The broker shown to keep fetch sessions: an error-free Fetch response carrying a session id. Brokers
+    without KIP-227 (tansu, noida-db) or with no cache slots answer every fetch with session id 0."""
+    return ex.error_code == 0 and bool(ex.response_session_id)
+
+
 def partition_key(p) -> tuple:
     """A partition's identity within a session: by topic id when on the wire (v13+), else by name."""
     return (p.topic_id or p.topic, p.partition)
@@ -174,7 +180,7 @@ class TrackedBroker:
         self.sessions: dict[int, TrackedSession] = {}  # latest session per id
         self.refused = 0
         self.errors: Counter = Counter()
-        self.granted = False  # ever answered with a session id (created or incremental)
+        self.granted = False  # ever shown to keep a session (grants_session)
         self.cache_events: list[CacheEvent] = []  # what each exchange did to the broker's cache (analysis.shadow)
         self.max_live = 0  # most sessions cached at once, from the shadow cache (set when the analysis ends)
         self.connections: dict[int, ConnectionState] = {}  # by connection id (analysis.connections)
@@ -208,6 +214,7 @@ class Observation:
     prev_requests: tuple[SentRequest, ...]  # the session's recent requests before this one (errors only)
     refused: bool  # a session-creating full request answered with session id 0 (no slot)
     reconnected: bool  # the client used another connection to this broker than for its previous request
+    dropped: bool = False  # an incremental answered with session id 0, no error, while partitions remained
 
 
 class SessionTracker:
@@ -322,7 +329,7 @@ class SessionTracker:
         broker.sessions[rsid] = s
         broker.created.append(s)
         broker.cache_event(s.created_ts, CREATE, rsid, len(s.parts), _privileged(ex), s)
-        broker.granted = True
+        broker.granted = True  # grants_session(ex)
         client.sessions[s.key] = None
         self.sessions.append(s)
         return s
@@ -363,13 +370,14 @@ class SessionTracker:
     def _after_incremental(self, ex, s, client, broker, epoch, expected, prev_success, prev_requests,
                            conn_changed, reconnected, sent) -> Observation:  # fmt: skip
         err = ex.error_code
+        dropped = False
         if err == 0 and ex.response_session_id == 0 and (ex.throttle_time_ms or 0) > 0 \
                 and not ex.response_partitions:
             # A throttled answer (error NONE, session id 0, no partitions) says nothing about the session:
             # Kafka throttles a session error, or an emptied session, the same way.
             self._step(s, ex, INCREMENTAL, 0, 0)
         elif err == 0:
-            broker.granted = True
+            broker.granted = broker.granted or grants_session(ex)
             added, forgotten = self._apply(s, ex, client)
             s.incremental += 1
             s.last_epoch = epoch
@@ -379,10 +387,15 @@ class SessionTracker:
                 s.first_partitions = len(s.parts)
             self._step(s, ex, INCREMENTAL, added, forgotten)
             if ex.response_session_id == 0:
-                # The broker dropped the session because the request left it empty.
                 broker.cache_event(ex.ts, CLOSE, s.session_id, 0, False, s)
+                left = session_left(s, ex)
+                # Kafka ends a session this way only when the request emptied it (an unknown one gets error 70)
+                dropped = bool(left)
                 if s.live:
-                    self._end(s, CLOSED, "every partition was forgotten", ex.response_frame, ex.ts)
+                    reason = ("every partition was forgotten" if left == 0 else
+                              "answered with session id 0 after forgetting partitions" if left is None else
+                              "the broker answered with session id 0 and no error while partitions remained")
+                    self._end(s, CLOSED, reason, ex.response_frame, ex.ts)
             else:
                 broker.cache_event(ex.ts, TOUCH, s.session_id, len(s.parts), _privileged(ex), s)
         elif err is not None:
@@ -397,7 +410,7 @@ class SessionTracker:
                 if s.live:
                     self._end(s, LOST, "FETCH_SESSION_ID_NOT_FOUND", ex.response_frame, ex.ts)
         return Observation(ex, INCREMENTAL, client, s, expected, prev_success, prev_requests, False,
-                           reconnected)  # fmt: skip
+                           reconnected, dropped)  # fmt: skip
 
     def _apply(self, s: TrackedSession, ex: Exchange, client: TrackedClient | None = None) -> tuple[int, int]:
         if s.before_capture:
@@ -500,6 +513,15 @@ def _forget(s: TrackedSession, ex: Exchange, remember: bool) -> int:
     if len(parts) > s.max_parts:
         s.max_parts = len(parts)
     return forgotten
+
+
+def session_left(s: TrackedSession, ex: Exchange) -> int | None:
+    """Partitions the session still holds after ``ex`` (None when unknown): a session seen from its creation
+    holds what the capture shows; one alive before the capture still holds one if the request forgot none,
+    since Kafka never keeps an empty session."""
+    if not s.before_capture:
+        return len(s.parts)
+    return None if ex.forgotten_partitions else 1
 
 
 def _privileged(ex: Exchange) -> bool:

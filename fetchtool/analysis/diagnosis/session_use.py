@@ -1,0 +1,151 @@
+"""How each client uses the sessions a broker offers, per client and broker: a client that keeps asking for new
+sessions without using them (SESSION_CHURN), refusals (CACHE_FULL on a broker shown to keep sessions,
+SESSIONS_NOT_GRANTED on one that never does), sessionless clients where the savings estimate shows what
+sessions would save (SESSIONLESS_CLIENT), and a broker that drops a session without an error
+(SESSION_DROPPED_WITHOUT_ERROR).
+
+Advice about a broker's cache is given only where the capture shows the broker keeps sessions
+(tracking.grants_session): refusals from a broker that never granted one say nothing about its cache size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fetchtool.analysis.diagnosis.build import MAX_FRAMES, Agg, finding
+from fetchtool.analysis.model import CLOSE, FULL, FULL_CREATE, INCREMENTAL, SESSIONLESS, Finding
+from fetchtool.analysis.reports.units import human
+from fetchtool.analysis.tracking.tracker import Observation, SessionTracker
+
+CHURN_REQUESTS = 5  # session-creating fetches (granted or refused) by one client on one broker before churn is named
+SESSIONLESS_SHARE = 0.2  # a sessionless client is named when sessions would save this share of its fetch bytes
+
+
+@dataclass(slots=True)
+class _Use:
+    """One client's requests to one broker, as far as sessions go."""
+
+    first: object  # the first exchange
+    created: int = 0
+    refused: int = 0
+    incremental: int = 0
+    unused: int = 0  # granted sessions the client never sent an incremental fetch on (counted when it moves on)
+    sessionless: int = 0
+    sessionless_max_partitions: int = 0
+    software: str | None = None
+    asking_frames: list[int] = field(default_factory=list)  # session-creating requests, granted or refused
+    sessionless_frames: list[int] = field(default_factory=list)
+
+
+class SessionUse:
+    """Fed the tracker's observations one by one (sans-IO); `findings` at the end of the capture."""
+
+    def __init__(self) -> None:
+        self.uses: dict[tuple, _Use] = {}  # (client host, client id, broker)
+        self.refused: dict[tuple, Agg] = {}
+        self.dropped: dict[tuple, Agg] = {}
+        # (broker, connection) -> [session id, used, _Use]: the last session granted on the connection
+        self.open: dict[tuple, list] = {}
+
+    def observe(self, obs: Observation) -> None:
+        ex, kind = obs.exchange, obs.kind
+        key = (obs.client.host, obs.client.client_id, ex.broker)
+        use = self.uses.get(key)
+        if use is None:
+            use = self.uses[key] = _Use(ex)
+        if use.software is None and ex.client_software:
+            use.software = ex.client_software
+        conn = (ex.broker, ex.conn)
+        if kind in (FULL_CREATE, FULL):
+            held = self.open.pop(conn, None)
+            if held is not None and not held[1]:
+                held[2].unused += 1
+            if kind == FULL_CREATE:
+                use.created += 1
+                self.open[conn] = [ex.response_session_id, False, use]
+            if (kind == FULL_CREATE or obs.refused) and len(use.asking_frames) < MAX_FRAMES:
+                use.asking_frames.append(ex.request_frame)
+        elif kind == INCREMENTAL:
+            use.incremental += 1
+            held = self.open.get(conn)
+            if held is not None and held[0] == ex.session_id and ex.error_code == 0:
+                held[1] = True
+        elif kind == CLOSE:
+            held = self.open.pop(conn, None)
+            if held is not None and not held[1]:
+                held[2].unused += 1
+        elif kind == SESSIONLESS:
+            use.sessionless += 1
+            if ex.partitions > use.sessionless_max_partitions:
+                use.sessionless_max_partitions = ex.partitions
+            if len(use.sessionless_frames) < MAX_FRAMES:
+                use.sessionless_frames.append(ex.request_frame)
+        if obs.refused:
+            use.refused += 1
+            agg = self.refused.get(key)
+            if agg is None:
+                agg = self.refused[key] = Agg(ex)
+            agg.add(ex.request_frame)
+        if obs.dropped:
+            agg = self.dropped.get(key)
+            if agg is None:
+                agg = self.dropped[key] = Agg(ex)
+            agg.add(ex.response_frame)
+
+    def findings(self, tracker: SessionTracker, savings_by_pair: dict | None) -> list[Finding]:
+        """``savings_by_pair``: (host, client id, broker) -> [potential bytes, fetch bytes] from the savings
+        estimate (savings.estimator.SavingsEstimator.per_pair); None when no estimate was made."""
+        out: list[Finding] = []
+        for held in self.open.values():  # sessions still held at the end of the capture
+            if not held[1]:
+                held[2].unused += 1
+        self.open.clear()
+        for (host, client_id, broker), use in self.uses.items():
+            who = f"{client_id or '?'} ({host})"
+            asked = use.created + use.refused
+            # churn: granted sessions mostly left unused while the client keeps asking (a client that used its
+            # session and is then refused is a full cache, not churn)
+            if asked >= CHURN_REQUESTS and use.incremental * 10 <= asked and use.unused >= max(1, use.created // 2):
+                msg = (f"Client {who} asked {broker} for a new fetch session {asked} times ({use.created} granted, "
+                       f"{use.refused} refused) and sent {use.incremental} incremental fetches: {use.unused} granted "
+                       "session(s) were never used, each holding a cache slot for nothing.")
+                out.append(finding("SESSION_CHURN", None, use.first, msg, use.unused, use.asking_frames))
+            saving = (savings_by_pair or {}).get((host, client_id, broker))
+            if use.sessionless and saving and saving[1] and saving[0] >= SESSIONLESS_SHARE * saving[1]:
+                potential, total = saving
+                msg = (f"Client {who} sent {use.sessionless} sessionless fetches to {broker}, listing up to "
+                       f"{use.sessionless_max_partitions} partitions each, every partition in both directions every "
+                       f"time; with an incremental fetch session it would send {human(potential)} less, "
+                       f"{potential / total:.0%} of its fetch bytes to this broker (savings estimate). "
+                       + _software(use.software))
+                out.append(finding("SESSIONLESS_CLIENT", None, use.first, msg, use.sessionless, use.sessionless_frames))
+        for (host, client_id, broker), agg in self.refused.items():
+            if tracker.brokers[broker].granted:
+                msg = (f"Broker {broker} answered {agg.count} session-creating fetch(es) from {client_id or '?'} "
+                       f"({host}) with session id 0 while it kept sessions for others: no free slot in its fetch "
+                       "session cache.")
+                out.append(finding("CACHE_FULL", None, agg.ex, msg, agg.count, agg.frames))
+        for broker, b in tracker.brokers.items():
+            if b.granted or not b.refused:
+                continue
+            aggs = [a for (_h, _c, br), a in self.refused.items() if br == broker]
+            first = min(aggs, key=lambda a: a.ex.ts or 0).ex
+            frames = [f for a in aggs for f in a.frames][:MAX_FRAMES]
+            msg = (f"Broker {broker} never granted a fetch session: all {b.refused} session-creating fetches from "
+                   f"{len(aggs)} client(s) got session id 0, so every fetch is a full fetch.")
+            out.append(finding("SESSIONS_NOT_GRANTED", None, first, msg, b.refused, frames))
+        for (host, client_id, broker), agg in self.dropped.items():
+            ex = agg.ex
+            msg = (f"Broker {broker} answered {agg.count} incremental fetch(es) from {client_id or '?'} ({host}) "
+                   f"with session id 0 and no error while the session still held partitions (first: session "
+                   f"{ex.session_id}, epoch {ex.session_epoch}): Kafka keeps such a session, and answers one it "
+                   "does not know with FETCH_SESSION_ID_NOT_FOUND (70).")
+            out.append(finding("SESSION_DROPPED_WITHOUT_ERROR", None, ex, msg, agg.count, agg.frames))
+        return out
+
+
+def _software(software: str | None) -> str:
+    """What the capture says about the client software (ApiVersions v3+)."""
+    if not software:
+        return "The capture does not show its client software (no ApiVersions v3+ on its connections)."
+    return f"Its client software: {software}."
