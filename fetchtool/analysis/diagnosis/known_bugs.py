@@ -71,7 +71,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
                 "every fetch took a cache slot; 1.26.2 sends (0, -1), which creates none (1.26.4 is the first "
                 "release of that line marked stable).",
         # bug: commit 37faed7f (v1.26.0) raised Fetch to v10 without session fields; fix: commit b9b3d095
-        source="https://github.com/IBM/sarama/blob/main/CHANGELOG.md (1.26.2: #1644); commits 37faed7f, b9b3d095",
+        source="https://github.com/IBM/sarama/blob/main/CHANGELOG.md (1.26.2: #1644); commits 37faed7f, b9b3d095; "
+               "reported on v1.26.0 in https://github.com/IBM/sarama/issues/1704",
         condition="with Config.Version >= V2_1_0_0; Sarama names itself to brokers only since 1.30.0",
     ),
     KnownBug(
