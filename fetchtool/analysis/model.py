@@ -43,10 +43,12 @@ class Finding:
     # occurrences and list the first frames, so the engineer can jump to them in Wireshark.
     count: int = 1
     frames: tuple[int, ...] = ()
+    known_bugs: tuple[str, ...] = ()  # published bugs of this client's software that produce this pattern
 
     def to_json(self) -> dict:
         d = asdict(self)
         d["frames"] = list(self.frames)
+        d["known_bugs"] = list(self.known_bugs)
         return d
 
     @property

@@ -16,6 +16,7 @@ from fetchtool.exchange import FETCH_SNAPSHOT, Exchange
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS
 
 from fetchtool.analysis.diagnosis.findings import FindingsEngine
+from fetchtool.analysis.diagnosis.software_notes import annotate
 from fetchtool.analysis.model import Analysis, CaptureSummary, Finding
 from fetchtool.analysis.savings.estimator import SavingsEstimator
 from fetchtool.analysis.tracking.tracker import Observation, SessionTracker, host_of
@@ -137,14 +138,15 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
             # The decode report counts gaps, not where they are: one finding for the whole run.
             engine.capture_gap(", ".join(decode_report.files), None, None, None, None, decode_report.lost_bytes,
                                gaps=decode_report.gaps)
-    findings = engine.finish(tracker, run.savings.per_pair)
+    clients = tuple(sorted(tracker.client_summaries(), key=lambda c: (c.host, c.client_id or "")))
+    findings = annotate(tuple(engine.finish(tracker, run.savings.per_pair)), clients, decode_report)
     capture = run.totals.capture_summary(run.files, decode)
     return Analysis(
         capture=capture,
         brokers=tuple(sorted(tracker.broker_summaries(), key=lambda b: b.broker)),
-        clients=tuple(sorted(tracker.client_summaries(), key=lambda c: (c.host, c.client_id or ""))),
+        clients=clients,
         sessions=tuple(tracker.session_lives()),
-        findings=tuple(findings),
+        findings=findings,
         savings=run.savings.result().to_json(),
     )
 

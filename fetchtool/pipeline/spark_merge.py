@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 
 from fetchtool.analysis.diagnosis.findings import FindingsEngine
+from fetchtool.analysis.diagnosis.software_notes import annotate
 from fetchtool.analysis.model import Analysis, ClientSummary
 from fetchtool.analysis.run import AnalysisPass, _Totals
 from fetchtool.analysis.savings.estimator import SavingsEstimator
@@ -112,12 +113,13 @@ def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards
             findings.extend(((f.sort_key, len(parts), i), f) for i, f in enumerate(gap.finish(SessionTracker())))
     capture = totals.capture_summary(files, decode)
     sessions = sorted((s for p in parts for s in p.sessions), key=lambda ks: ks[0])
+    clients = tuple(sorted(_merge_clients(parts), key=lambda c: (c.host, c.client_id or "")))
     return Analysis(
         capture=capture,
         brokers=tuple(sorted((b for p in parts for b in p.summaries), key=lambda b: b.broker)),
-        clients=tuple(sorted(_merge_clients(parts), key=lambda c: (c.host, c.client_id or ""))),
+        clients=clients,
         sessions=tuple(s for _k, s in sessions),
-        findings=tuple(f for _k, f in sorted(findings, key=lambda kf: kf[0])),
+        findings=annotate(tuple(f for _k, f in sorted(findings, key=lambda kf: kf[0])), clients, decode_report),
         savings=_merge_savings([p.savings for p in parts]),
     )
 

@@ -319,6 +319,7 @@ class KafkaConnection:
             if isinstance(body, codec.ClientSoftware):
                 self._software = str(body)
                 rep.client_software[self._client_s] = self._software
+                rep.software_client_ids[self._client_s] = h.client_id
                 body = None
         p = _Pending(h.api_key, h.api_version, h.correlation_id, h.client_id, fr.frame, fr.ts, fr.size, body)
         self._pending.append(p)

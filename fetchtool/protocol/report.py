@@ -30,6 +30,9 @@ class DecodeReport:
     warnings: Counter = field(default_factory=Counter)  # code -> count
     warning_examples: dict[str, list[str]] = field(default_factory=dict)
     client_software: dict[str, str] = field(default_factory=dict)  # client "ip:port" -> "name/version"
+    # client "ip:port" -> the client id its ApiVersions named the software under: lets the analysis give a
+    # client's software to its other connections (clients that send ApiVersions on one connection only)
+    software_client_ids: dict[str, str | None] = field(default_factory=dict)
     topic_names: dict[str, str] = field(default_factory=dict)  # topic id -> name (all brokers)
 
     def warn(self, code: str, message: str) -> None:
@@ -58,6 +61,7 @@ class DecodeReport:
             examples = self.warning_examples.setdefault(code, [])
             examples.extend(other.warning_examples.get(code, [])[: max(0, EXAMPLES_PER_WARNING - len(examples))])
         self.client_software.update(other.client_software)
+        self.software_client_ids.update(other.software_client_ids)
         self.topic_names.update(other.topic_names)
 
     @property

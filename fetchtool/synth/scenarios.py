@@ -107,7 +107,8 @@ def epoch_retry(w: World) -> None:
         c.poll()
 
 
-@scenario("Two fetches of one session in flight at once on one connection (KAFKA-8052).")
+@scenario("Two fetches of one session in flight at once on one connection (a client that sends before it has "
+          "processed the previous response).")  # fmt: skip
 def concurrent_fetch(w: World) -> None:
     b = w.broker()
     parts = _parts("clicks", 2)

@@ -92,3 +92,29 @@ def test_a_broker_without_sessions_is_never_told_to_raise_its_cache(tmp_path):
     assert "max.incremental.fetch.session.cache.slots" not in " ".join(
         f["advice"] for f in report["findings"] if f["code"] != "SESSIONS_NOT_GRANTED")
 
+
+
+def test_a_known_bug_is_named_only_where_the_capture_shows_the_affected_software_and_version():
+    """platformatic-churn: @platformatic/kafka 2.2.3 names itself on its bootstrap connection only (ApiVersions);
+    its churn is matched to platformatic/kafka#315 (fixed in 2.3.0), the Java 4.3.1 clients' findings to nothing."""
+    path = ROOT / "kafka" / "platformatic-churn.pcap"
+    run = decode_capture([path])
+    for _ in run:
+        pass
+    named = {run.report.software_client_ids[a]: s for a, s in run.report.client_software.items()}
+    analysis = analyze_capture([path])
+    churn = [f for f in analysis.findings if f.code == "SESSION_CHURN"]
+    assert churn and all(named.get(f.client_id, "").startswith("platformatic-kafka/2.2.") for f in churn)
+    assert all(f.known_bugs == ("platformatic/kafka#315",) and "fixed in 2.3.0" in f.advice for f in churn)
+    for f in analysis.findings:
+        if named.get(f.client_id, "").startswith("apache-kafka-java/4.3.1"):
+            assert f.known_bugs == (), f
+
+
+def test_a_sessionless_client_is_told_whether_its_software_has_sessions_at_all():
+    """confluent-kafka (librdkafka 2.16) against tansu: sessionless by design, said once, as information."""
+    analysis = analyze_capture([ROOT / "confluent-kafka-tansu.pcap"])
+    (f,) = [f for f in analysis.findings if f.code == "SESSIONLESS_CLIENT"]
+    assert f.severity == "info" and f.count == analysis.capture.fetch_exchanges
+    assert "librdkafka" in f.message or "rdkafka" in f.message
+    assert "does not implement KIP-227" in f.message

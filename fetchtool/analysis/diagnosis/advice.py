@@ -60,8 +60,9 @@ ADVICE: dict[tuple[str, str | None], str] = {
         "client, and raise request.timeout.ms if its fetches time out; the error is self-healing if rare."
     ),
     ("INVALID_FETCH_SESSION_EPOCH", "concurrent_requests"): (
-        "Two fetches of one session were in flight at once (KAFKA-8052): upgrade Java clients to 2.3 or later, "
-        "which keep one fetch in flight per broker; other clients must serialise fetches per broker."
+        "Two fetches of one session were in flight at once: a client must send a session's next fetch only after "
+        "it has processed the previous response, as Kafka's Java consumer does; upgrade or fix the client (it "
+        "recovers with a full fetch, (id, 0))."
     ),
     ("INVALID_FETCH_SESSION_EPOCH", "epoch_skip"): (
         "The client sent an epoch other than the one the broker expects next: a client bug; upgrade the client "
@@ -78,7 +79,7 @@ ADVICE: dict[tuple[str, str | None], str] = {
     ("FETCH_SESSION_TOPIC_ID_ERROR", "version_mismatch"): (
         "The session was created with one Fetch version family (v13+ uses topic ids, v12 and older names) and "
         "continued with the other, typical during a rolling upgrade or downgrade: finish the upgrade "
-        "(inter.broker.protocol.version / metadata.version) and use a client with KAFKA-13111 (3.1+)."
+        "(inter.broker.protocol.version / metadata.version) so every broker and client settles on one family."
     ),
     ("FETCH_SESSION_TOPIC_ID_ERROR", "client_version_switch"): (
         "The client changed Fetch versions within one session by itself (e.g. a full fetch at v12 on a new "
@@ -91,8 +92,9 @@ ADVICE: dict[tuple[str, str | None], str] = {
         "brokers or clients between Fetch v12 and v13."
     ),
     ("SESSION_CHURN", None): (
-        "Upgrade the client: this is the old Sarama bug (IBM/sarama PR #1644; current Sarama sends session id 0, "
-        f"epoch -1) and early platformatic/kafka (#316). Until then raise {SLOTS} so it cannot evict others."
+        "Upgrade the client: known causes are Sarama 1.26.0-1.26.1 (IBM/sarama#1644, fixed in 1.26.2) and "
+        "@platformatic/kafka before 2.3.0 (platformatic/kafka#315, fixed by #316). Until then raise "
+        f"{SLOTS} so its unused sessions do not keep other clients from getting one."
     ),
     ("CACHE_FULL", None): (
         f"Raise {SLOTS} on this broker and look for clients that create many sessions (SESSION_CHURN); Java "

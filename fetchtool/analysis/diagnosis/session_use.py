@@ -32,7 +32,6 @@ class _Use:
     unused: int = 0  # granted sessions the client never sent an incremental fetch on (counted when it moves on)
     sessionless: int = 0
     sessionless_max_partitions: int = 0
-    software: str | None = None
     asking_frames: list[int] = field(default_factory=list)  # session-creating requests, granted or refused
     sessionless_frames: list[int] = field(default_factory=list)
 
@@ -53,8 +52,6 @@ class SessionUse:
         use = self.uses.get(key)
         if use is None:
             use = self.uses[key] = _Use(ex)
-        if use.software is None and ex.client_software:
-            use.software = ex.client_software
         conn = (ex.broker, ex.conn)
         if kind in (FULL_CREATE, FULL):
             held = self.open.pop(conn, None)
@@ -116,8 +113,7 @@ class SessionUse:
                 msg = (f"Client {who} sent {use.sessionless} sessionless fetches to {broker}, listing up to "
                        f"{use.sessionless_max_partitions} partitions each, every partition in both directions every "
                        f"time; with an incremental fetch session it would send {human(potential)} less, "
-                       f"{potential / total:.0%} of its fetch bytes to this broker (savings estimate). "
-                       + _software(use.software))
+                       f"{potential / total:.0%} of its fetch bytes to this broker (savings estimate).")
                 out.append(finding("SESSIONLESS_CLIENT", None, use.first, msg, use.sessionless, use.sessionless_frames))
         for (host, client_id, broker), agg in self.refused.items():
             if tracker.brokers[broker].granted:
@@ -143,9 +139,3 @@ class SessionUse:
             out.append(finding("SESSION_DROPPED_WITHOUT_ERROR", None, ex, msg, agg.count, agg.frames))
         return out
 
-
-def _software(software: str | None) -> str:
-    """What the capture says about the client software (ApiVersions v3+)."""
-    if not software:
-        return "The capture does not show its client software (no ApiVersions v3+ on its connections)."
-    return f"Its client software: {software}."

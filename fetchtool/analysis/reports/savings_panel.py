@@ -13,6 +13,9 @@ from rich.text import Text
 from fetchtool.analysis.reports.units import human
 
 BAR = 40
+# lost_by_cause keys as a sentence names them (the JSON keeps the keys)
+CAUSES = {"cache_full": "refused, cache full", "not_granted": "refused by a broker that keeps no sessions",
+          "session_start": "first full fetches", "churn": "new sessions never used", "close": "closed sessions"}
 
 
 def pct(x: float | None) -> str:
@@ -48,7 +51,7 @@ def summary_lines(s: dict) -> list[str]:
         f"all fetch bytes.",
         f"Already saved by sessions that work: {human(t['realised_bytes'])}. Sessionless clients could save "
         f"{human(t['potential_bytes'])}; failing sessions lose {human(t['lost_bytes'])}"
-        + (" (" + ", ".join(f"{k}: {human(v)}" for k, v in t["lost_by_cause"].items() if v) + ")"
+        + (" (" + ", ".join(f"{CAUSES.get(k, k)}: {human(v)}" for k, v in t["lost_by_cause"].items() if v) + ")"
            if any(t["lost_by_cause"].values()) else "") + excess_text(t) + ".",
     ]
     proj = t.get("projection") or {}
