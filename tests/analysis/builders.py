@@ -8,8 +8,11 @@ from fetchtool.exchange import Exchange, ForgottenPartition, RequestPartition, R
 class Capture:
     """A scripted capture: each call adds one exchange with increasing frames and times."""
 
-    def __init__(self, file: str = "test.pcap") -> None:
+    def __init__(self, file: str = "test.pcap", holds_empty_fetches: bool = False) -> None:
+        """``holds_empty_fetches``: answer a fetch that finds nothing after its MaxWaitMs (500), as Kafka does;
+        by default every answer takes 5 ms."""
         self.file = file
+        self.holds_empty_fetches = holds_empty_fetches
         self.frame = 0
         self.t = 1_700_000_000.0
         self.exchanges: list[Exchange] = []
@@ -23,11 +26,12 @@ class Capture:
         req_frame = self.frame
         self.t += 0.01
         ts = self.t
+        empty = not error and not throttle and (response is None or not any(r[3] or r[4] for r in response))
         if missing_response:
             resp_frame = resp_ts = None
         else:
             self.frame += gap
-            self.t += 0.005
+            self.t += 0.5 if empty and self.holds_empty_fetches else 0.005
             resp_frame, resp_ts = self.frame, self.t
         rparts = tuple(RequestPartition(t, None, p, off, 1048576, -1, -1, -1) for t, p, off in partitions)
         fparts = tuple(ForgottenPartition(t, None, p) for t, p in forgotten)
