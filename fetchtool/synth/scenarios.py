@@ -347,7 +347,7 @@ def fetch_error_loop(w: World) -> None:
         c.poll()
 
 
-@scenario("Three partitions of a deleted topic fail with UNKNOWN_TOPIC_OR_PARTITION on every fetch (a second "
+@scenario("Three partitions of a deleted topic fail with UNKNOWN_TOPIC_OR_PARTITION on every fetch (two seconds "
           "apart, so no loop) and never recover; another partition's NOT_LEADER_OR_FOLLOWER clears at once.")  # fmt: skip
 def partition_errors(w: World) -> None:
     b = w.broker(holds_empty_fetches=True)
@@ -358,10 +358,10 @@ def partition_errors(w: World) -> None:
     c = JavaLikeClient(w.connect(b, "10.0.6.1", 46001, "stale-consumer"), orders + gone)
     first = c.poll()
     del b.errors[("orders", 1)]  # the leader is back here by the next fetch
-    w.advance(1.0)
+    w.advance(2.0)
     for _ in range(3):
         c.poll()
-        w.advance(1.0)
+        w.advance(2.0)
     w.expect("PARTITION_ERROR_PERSISTS", None, conn=c.conn, request_frame=first.request_frame,
              response_frame=first.response_frame)  # fmt: skip
 

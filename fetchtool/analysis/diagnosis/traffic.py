@@ -23,8 +23,11 @@ ZERO_WAIT_MIN_EMPTY = 20
 # (metadata refresh, position validation); ten in a row within RETRY_GAP_S each means no backoff at all.
 STORM_REFETCHES = 10
 # Error responses for one partition, never followed by a good one, before it "keeps failing": a transient error
-# (leader change, restart) is answered by a metadata refresh and clears by the second or third fetch.
+# (leader change, restart) is answered by a metadata refresh and clears by the second or third fetch ...
 PERSIST_MIN_ERRORS = 3
+# ... and within seconds: Java refreshes metadata at once and caps its retry backoff at 1 s (retry.backoff.max.ms),
+# so the same error from the same broker 5 s later is not a transition (and not a leader that moved elsewhere).
+PERSIST_MIN_S = 5.0
 
 
 def findings(traffic: TrafficTracker, perrors: PartitionErrors) -> list[Finding]:
@@ -58,11 +61,11 @@ def findings(traffic: TrafficTracker, perrors: PartitionErrors) -> list[Finding]
 
 
 def _persisting(perrors: PartitionErrors) -> list[Finding]:
-    """One finding per (client, broker, code) over the partitions that failed PERSIST_MIN_ERRORS times or more
-    and never recovered."""
+    """One finding per (client, broker, code) over the partitions that failed PERSIST_MIN_ERRORS times or more,
+    over PERSIST_MIN_S or more, and never recovered."""
     groups: dict[tuple, list] = {}
     for (host, client_id, broker, _t, _p, code), c in perrors.counts.items():
-        if c.count >= PERSIST_MIN_ERRORS and not c.recovered:
+        if c.count >= PERSIST_MIN_ERRORS and not c.recovered and _span(c) >= PERSIST_MIN_S:
             groups.setdefault((host, client_id, broker, code), []).append(c)
     out = []
     for (host, client_id, broker, code), cs in groups.items():
@@ -72,12 +75,18 @@ def _persisting(perrors: PartitionErrors) -> list[Finding]:
         names = ", ".join(f"{c.topic or c.topic_id or '?'}-{c.partition}" for c in cs[:5])
         more = f" and {len(cs) - 5} more" if len(cs) > 5 else ""
         total = sum(c.count for c in cs)
+        seconds = max(_span(c) for c in cs)
         msg = (f"{name_of(code)} ({code}) on {len(cs)} partition(s) ({names}{more}) from {broker} to "
-               f"{client_id or '?'} ({host}), {total:,} times, never followed by a good response in the capture; "
-               f"a client is expected to {reaction(code)}.")
+               f"{client_id or '?'} ({host}), {total:,} times over {seconds:.0f} s, and this broker never answered "
+               f"them without error afterwards; a client is expected to {reaction(code)}.")
         frames = sorted({f for c in cs for f in c.frames})[:20]
         out.append(_finding("PARTITION_ERROR_PERSISTS", first, msg, total, frames))
     return out
+
+
+def _span(c) -> float:
+    first = c.first.ts
+    return 0.0 if first is None or c.last_ts is None else c.last_ts - first
 
 
 def _rate(st) -> str:
@@ -96,4 +105,4 @@ def _finding(code: str, ex, message: str, count: int, frames, client: bool = Tru
 
 
 __all__ = ["findings", "EARLY_SHARE", "MAX_WAIT_MIN_EARLY", "ZERO_WAIT_MIN_EMPTY", "STORM_REFETCHES",
-           "PERSIST_MIN_ERRORS"]  # fmt: skip
+           "PERSIST_MIN_ERRORS", "PERSIST_MIN_S"]  # fmt: skip
