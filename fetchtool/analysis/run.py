@@ -136,22 +136,22 @@ class AnalysisPass:
         return sorted(found, key=attrgetter("sort_key"))
 
     def broker_summaries(self) -> list[BrokerSummary]:
-        stats = self.traffic.brokers
+        stats = self.traffic.broker_stats()
         return [replace(b, traffic=stats[b.broker].summary()) if b.broker in stats else b
                 for b in self.tracker.broker_summaries()]  # fmt: skip
 
     def session_lives(self) -> list[SessionLife]:
         """Every session's life, with the traffic of its fetches."""
-        stats = self.traffic.sessions
+        stats = self.traffic.session_stats()
         out = []
         for s in self.tracker.sessions:
-            entry = stats.get(id(s))
+            st = stats.get(id(s))
             life = s.life()
-            out.append(life if entry is None else replace(life, traffic=entry[1].summary()))
+            out.append(life if st is None else replace(life, traffic=st.summary()))
         return out
 
     def client_summaries(self) -> list:
-        stats = self.traffic.clients
+        stats = self.traffic.client_stats()
         return [replace(c, traffic=stats[(c.host, c.client_id)].summary()) if (c.host, c.client_id) in stats else c
                 for c in self.tracker.client_summaries()]  # fmt: skip
 

@@ -93,7 +93,7 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
     # per-stream models are not needed any more: do not ship them to the driver
     savings.streams, savings._by_session = {}, {}
     return BrokerPart(broker, run.totals, run.broker_summaries(), lives, notes,
-                      list(enumerate(findings)), savings, first_key or (), files, run.traffic.clients,
+                      list(enumerate(findings)), savings, first_key or (), files, run.traffic.client_stats(),
                       run.partition_errors.rows())
 
 

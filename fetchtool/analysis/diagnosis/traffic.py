@@ -32,7 +32,7 @@ PERSIST_MIN_S = 5.0
 
 def findings(traffic: TrafficTracker, perrors: PartitionErrors) -> list[Finding]:
     out: list[Finding] = []
-    for broker, st in traffic.brokers.items():
+    for broker, st in traffic.broker_stats().items():
         ev = traffic.early_first.get(broker)
         if ev is None or st.early < MAX_WAIT_MIN_EARLY or st.honoured is not False:
             continue

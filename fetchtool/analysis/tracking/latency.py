@@ -13,7 +13,7 @@ from math import ceil, log
 
 GAMMA = 1.02
 RELATIVE_ERROR = round((GAMMA - 1) / (GAMMA + 1), 4)  # 0.0099: said in the JSON and the docs as 1%
-_INV_LOG_GAMMA = 1 / log(GAMMA)
+INV_LOG_GAMMA = 1 / log(GAMMA)
 ZERO_BELOW_MS = 0.001  # under 1 us (or negative: clock steps between capture points) counts as 0
 ZERO = -(2**31)  # the bucket of those
 
@@ -22,7 +22,7 @@ def bucket(ms: float) -> int:
     """The bucket of a response time in ms."""
     if ms < ZERO_BELOW_MS:
         return ZERO
-    return ceil(log(ms) * _INV_LOG_GAMMA)
+    return ceil(log(ms) * INV_LOG_GAMMA)
 
 
 def value(index: int) -> float:
@@ -33,30 +33,32 @@ def value(index: int) -> float:
 
 
 class LatencySketch:
-    """Counts per bucket; add() takes a bucket index (computed once per exchange, shared by several sketches)."""
+    """Counts per bucket; add() takes a bucket index (hot loops may update ``counts`` directly)."""
 
-    __slots__ = ("counts", "n")
+    __slots__ = ("counts",)
 
     def __init__(self) -> None:
         self.counts: dict[int, int] = {}
-        self.n = 0
+
+    @property
+    def n(self) -> int:
+        return sum(self.counts.values())
 
     def add(self, index: int) -> None:
         counts = self.counts
         counts[index] = counts.get(index, 0) + 1
-        self.n += 1
 
     def merge(self, other: LatencySketch) -> None:
         counts = self.counts
         for i, c in other.counts.items():
             counts[i] = counts.get(i, 0) + c
-        self.n += other.n
 
     def quantile(self, q: float) -> float | None:
         """The q-quantile (nearest rank: the smallest value with at least q of the values at or below it)."""
-        if not self.n:
+        n = self.n
+        if not n:
             return None
-        rank = max(1, ceil(q * self.n))
+        rank = max(1, ceil(q * n))
         seen = 0
         for i in sorted(self.counts):
             seen += self.counts[i]

@@ -13,13 +13,14 @@ watermark moves (KafkaRaftClient.handleFetchRequest), so an early empty answer t
 
 from __future__ import annotations
 
+from math import ceil, log
 from operator import itemgetter
 
 from fetchtool.exchange import FETCH, Exchange
 
 from fetchtool.analysis.model import FULL_CREATE, TrafficSummary
 from fetchtool.analysis.tracking.kraft import is_kraft_voter_fetch
-from fetchtool.analysis.tracking.latency import LatencySketch, bucket
+from fetchtool.analysis.tracking.latency import INV_LOG_GAMMA, ZERO, ZERO_BELOW_MS, LatencySketch
 
 # An empty answer sooner than this share of MaxWaitMs was not held in the purgatory: Kafka completes a parked
 # fetch at MaxWait (timer tick 1 ms) unless data, an error or a leader change ends it, all visible in the response.
@@ -38,7 +39,8 @@ _records = itemgetter(10)
 
 
 class TrafficStats:
-    """Counters of one client, broker or session; all add up across parts."""
+    """Counters of one client, broker or session (or of one cell: a client's fetches of one session, or of no
+    session, on one broker); all add up across cells and parts."""
 
     __slots__ = ("fetches", "first_ts", "last_ts", "latency", "empty", "checked", "early")
 
@@ -50,14 +52,6 @@ class TrafficStats:
         self.empty = 0  # responses with no records and no error
         self.checked = 0  # empty, error-free, unthrottled answers to MaxWait > 0, MinBytes >= 1 (the MaxWait check)
         self.early = 0  # of those, answered before EARLY_SHARE of MaxWait
-
-    def request(self, ts: float | None) -> None:
-        self.fetches += 1
-        if ts is not None:
-            if self.first_ts is None or ts < self.first_ts:
-                self.first_ts = ts
-            if self.last_ts is None or ts > self.last_ts:
-                self.last_ts = ts
 
     def merge(self, other: TrafficStats) -> None:
         self.fetches += other.fetches
@@ -88,6 +82,13 @@ class TrafficStats:
         )  # fmt: skip
 
 
+def merged(cells) -> TrafficStats:
+    out = TrafficStats()
+    for c in cells:
+        out.merge(c)
+    return out
+
+
 class PairTraffic:
     """What one client did on one broker that the traffic findings judge (first exchanges kept as evidence)."""
 
@@ -116,14 +117,16 @@ class PairTraffic:
 
 
 class TrafficTracker:
-    """Feed every exchange with the tracker's Observation; read summaries and pair evidence at the end."""
+    """Feed every exchange with the tracker's Observation; read summaries and pair evidence at the end.
+
+    Each exchange updates one cell, (client, broker, session or None), so the per-exchange cost is one lookup and
+    a few counters; clients, brokers and sessions are the sums of their cells, made once at the end."""
 
     def __init__(self, storm_refetches: int, session_brokers: dict) -> None:
         """``session_brokers``: the SessionTracker's brokers (to find the session a full fetch created)."""
         self.session_brokers = session_brokers
-        self.clients: dict[tuple, TrafficStats] = {}  # (host, client id), as the SessionTracker keys clients
-        self.brokers: dict[str, TrafficStats] = {}
-        self.sessions: dict[int, tuple[object, TrafficStats]] = {}  # id(TrackedSession) -> (session, stats)
+        # (TrackedClient, broker, TrackedSession or None) -> (stats, pair); the tracker's objects hash by identity
+        self.cells: dict[tuple, tuple[TrafficStats, PairTraffic]] = {}
         self.pairs: dict[tuple, PairTraffic] = {}  # (host, client id, broker)
         self.early_first: dict[str, tuple[Exchange, list[int], LatencySketch]] = {}  # broker -> evidence
         self.storm_refetches = storm_refetches
@@ -131,63 +134,47 @@ class TrafficTracker:
     def feed(self, ex: Exchange, obs) -> None:
         if ex.api_key != FETCH:
             return
-        client = obs.client
-        ckey = (client.host, client.client_id)
-        cs = self.clients.get(ckey)
-        if cs is None:
-            cs = self.clients[ckey] = TrafficStats()
-        bs = self.brokers.get(ex.broker)
-        if bs is None:
-            bs = self.brokers[ex.broker] = TrafficStats()
-        pkey = (client.host, client.client_id, ex.broker)
-        pair = self.pairs.get(pkey)
-        if pair is None:
-            pair = self.pairs[pkey] = PairTraffic()
         session = obs.session
         if obs.kind == FULL_CREATE:
             session = _created_session(self.session_brokers, ex)
-        ss = None
-        if session is not None:
-            entry = self.sessions.get(id(session))
-            if entry is None:
-                entry = self.sessions[id(session)] = (session, TrafficStats())
-            ss = entry[1]
+        key = (obs.client, ex.broker, session)
+        cell = self.cells.get(key)
+        if cell is None:
+            cell = self.cells[key] = self._cell(obs.client, ex.broker)
+        st, pair = cell
+        st.fetches += 1
         ts = ex.ts
-        cs.request(ts)
-        bs.request(ts)
-        if ss is not None:
-            ss.request(ts)
-        pair.fetches += 1
         wait = ex.max_wait_ms
         if wait == 0:
             pair.zero_wait += 1
-        rp = ex.response_partitions
-        if ts is not None:
+        if ts is None:
+            pair.prev_error = None
+            return
+        if st.first_ts is None or ts < st.first_ts:
+            st.first_ts = ts
+        if st.last_ts is None or ts > st.last_ts:
+            st.last_ts = ts
+        if pair.prev_error is not None or pair.loop:
             self._loop(pair, ex, ts)
-        if rp is None or ex.response_ts is None or ts is None:
+        rp = ex.response_partitions
+        rts = ex.response_ts
+        if rp is None or rts is None:
             pair.prev_error = None
             return  # no response captured: nothing about its timing or content
-        b = bucket((ex.response_ts - ts) * 1000.0)
-        cs.latency.add(b)
-        bs.latency.add(b)
-        if ss is not None:
-            ss.latency.add(b)
-        err = ex.error_code
-        perr = any(map(_error, rp)) if rp else False
-        if err or perr:
-            codes = {err} if err else set()
-            if perr:
-                codes.update(c for c in map(_error, rp) if c)
+        ms = (rts - ts) * 1000.0
+        b = ceil(log(ms) * INV_LOG_GAMMA) if ms >= ZERO_BELOW_MS else ZERO  # latency.bucket, inlined
+        counts = st.latency.counts
+        counts[b] = counts.get(b, 0) + 1
+        if ex.error_code or (rp and any(map(_error, rp))):
+            codes = {ex.error_code} if ex.error_code else set()
+            codes.update(c for c in map(_error, rp) if c)
             pair.prev_error = tuple(sorted(codes))
-            pair.prev_response_ts = ex.response_ts
+            pair.prev_response_ts = rts
             return
         pair.prev_error = None
-        if any(map(_records, rp)):
+        if rp and any(map(_records, rp)):
             return
-        cs.empty += 1
-        bs.empty += 1
-        if ss is not None:
-            ss.empty += 1
+        st.empty += 1
         if wait == 0:
             pair.zero_wait_empty += 1
             if pair.zero_first is None:
@@ -196,21 +183,44 @@ class TrafficTracker:
                 pair.zero_frames.append(ex.request_frame)
         if not self._checkable(ex, obs, rp):
             return
-        cs.checked += 1
-        bs.checked += 1
-        if ss is not None:
-            ss.checked += 1
-        if (ex.response_ts - ts) * 1000.0 < wait * EARLY_SHARE:
-            cs.early += 1
-            bs.early += 1
-            if ss is not None:
-                ss.early += 1
+        st.checked += 1
+        if ms < wait * EARLY_SHARE:
+            st.early += 1
             ev = self.early_first.get(ex.broker)
             if ev is None:
                 ev = self.early_first[ex.broker] = (ex, [], LatencySketch())
             if len(ev[1]) < MAX_FRAMES and ex.request_frame is not None:
                 ev[1].append(ex.request_frame)
             ev[2].add(b)
+
+    def _cell(self, client, broker: str) -> tuple[TrafficStats, PairTraffic]:
+        pkey = (client.host, client.client_id, broker)
+        pair = self.pairs.get(pkey)
+        if pair is None:
+            pair = self.pairs[pkey] = PairTraffic()
+        return TrafficStats(), pair
+
+    # -- results: sums of cells ------------------------------------------------------------------------------
+    def client_stats(self) -> dict[tuple, TrafficStats]:
+        """(host, client id) -> stats, as the SessionTracker keys clients."""
+        groups: dict[tuple, list] = {}
+        for (client, _b, _s), (st, _p) in self.cells.items():
+            groups.setdefault((client.host, client.client_id), []).append(st)
+        return {k: merged(v) for k, v in groups.items()}
+
+    def broker_stats(self) -> dict[str, TrafficStats]:
+        groups: dict[str, list] = {}
+        for (_c, broker, _s), (st, _p) in self.cells.items():
+            groups.setdefault(broker, []).append(st)
+        return {k: merged(v) for k, v in groups.items()}
+
+    def session_stats(self) -> dict[int, TrafficStats]:
+        """id(TrackedSession) -> stats (the sessions live as long as the SessionTracker that made them)."""
+        groups: dict[int, list] = {}
+        for (_c, _b, session), (st, _p) in self.cells.items():
+            if session is not None:
+                groups.setdefault(id(session), []).append(st)
+        return {k: merged(v) for k, v in groups.items()}
 
     @staticmethod
     def _checkable(ex: Exchange, obs, rp) -> bool:
@@ -261,15 +271,6 @@ class TrafficTracker:
         """End the loops still running when the capture stopped."""
         for pair in self.pairs.values():
             self._end_loop(pair)
-
-    def merge_clients(self, other: TrafficTracker) -> None:
-        """Add another part's per-client stats (the Spark engine's per-broker parts; brokers and sessions are
-        each in one part)."""
-        for k, st in other.clients.items():
-            mine = self.clients.get(k)
-            if mine is None:
-                mine = self.clients[k] = TrafficStats()
-            mine.merge(st)
 
 
 def _created_session(brokers: dict, ex: Exchange):
