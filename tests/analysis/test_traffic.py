@@ -80,6 +80,18 @@ def test_kafka_answers_at_once_without_it_being_a_fault(why, kw):
     assert a.brokers[0].traffic.max_wait_checked == 0
 
 
+def test_a_full_fetch_of_no_partitions_naming_a_session_is_answered_at_once():
+    """Kafka answers a fetch with no partitions to read at once (fetchInfos.isEmpty), even when it names a session
+    that had partitions: the Java client's (id, 0) of nothing, seen on the real Kafka captures."""
+    c = Capture()
+    c.fetch(epoch=0, response_session_id=7, response=[("t", 0, 10, 100, 0)])  # records: answered at once
+    for _ in range(30):
+        c.fetch(session_id=7, epoch=0, partitions=(), response=[], response_session_id=7)
+    a = analyze_items(c.exchanges)
+    assert a.brokers[0].traffic.max_wait_checked == 0
+    assert not [f for f in a.findings if f.code == "MAX_WAIT_IGNORED"]
+
+
 def test_error_responses_are_not_empty_answers_to_hold():
     c = Capture()
     for _ in range(30):

@@ -2,7 +2,8 @@
 
 The codes are design.md's stable table; SESSIONS_NOT_GRANTED is an addition (a broker that never grants a
 session, such as tansu or one with max.incremental.fetch.session.cache.slots=0, gets one info finding, not
-an alarm per fetch).
+an alarm per fetch). MAX_WAIT_IGNORED, MAX_WAIT_ZERO, FETCH_ERROR_LOOP and PARTITION_ERROR_PERSISTS are the
+traffic findings (fetchtool.analysis.diagnosis.traffic, thresholds there).
 """
 
 from __future__ import annotations

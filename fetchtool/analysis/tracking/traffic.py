@@ -18,7 +18,7 @@ from operator import itemgetter
 
 from fetchtool.exchange import FETCH, Exchange
 
-from fetchtool.analysis.model import FULL_CREATE, TrafficSummary
+from fetchtool.analysis.model import FULL_CREATE, INCREMENTAL, TrafficSummary
 from fetchtool.analysis.tracking.kraft import is_kraft_voter_fetch
 from fetchtool.analysis.tracking.latency import INV_LOG_GAMMA, ZERO, ZERO_BELOW_MS, LatencySketch
 
@@ -229,9 +229,9 @@ class TrafficTracker:
         diverging epoch or a preferred read replica (KIP-392) to tell, or is Raft's (see the module doc)."""
         if not ex.max_wait_ms or ex.max_wait_ms < 0 or (ex.min_bytes or 0) < 1 or (ex.throttle_time_ms or 0) > 0:
             return False
-        if not ex.request_partitions:
+        if not ex.request_partitions:  # a full fetch of nothing, or a session left empty (or not known)
             session = obs.session
-            if session is None or not session.parts:  # a full fetch of nothing, or a session left empty
+            if obs.kind != INCREMENTAL or session is None or not session.parts:
                 return False
         if rp and (max(map(_diverging_epoch, rp)) >= 0 or max(map(_preferred_replica, rp)) >= 0):
             return False
