@@ -202,13 +202,13 @@ class ClientSummary:
     def to_json(self) -> dict:
         d = asdict(self)
         d.pop("traffic")
-        if self.traffic is not None:
-            d["traffic"] = self.traffic.to_json()
         d["addresses"] = list(self.addresses)
         d["client"] = self.addresses[0] if self.addresses else self.host
         d["brokers"] = list(self.brokers)
         d["software"] = list(self.software)
         d["sessions"] = [{"broker": b, "session_id": s} for b, s in self.sessions]
+        if self.traffic is not None:
+            d["traffic"] = self.traffic.to_json()
         return d
 
 
