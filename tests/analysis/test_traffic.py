@@ -164,3 +164,25 @@ def test_per_broker_parts_of_a_real_three_broker_capture_merge_into_the_one_pass
     merged = render(merge(parts[::-1], run.report))
     assert '"traffic"' in merged
     assert merged == one_pass
+
+
+def test_the_reports_show_traffic_and_partition_errors_within_80_columns():
+    import io
+
+    from rich.console import Console
+
+    from fetchtool.analysis.reports import markdown, terminal
+    from fetchtool.analysis.run import analyze_capture
+
+    a = analyze_capture([CAPTURES / "scenarios" / "partition-errors.pcap"])
+    buf = io.StringIO()
+    terminal.render(a, Console(file=buf, width=80))
+    text = buf.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "Fetch traffic" in text and "p50/p99 ms" in text
+    assert "Partition errors: stale-consumer@10.0.6.1 -> 10.0.0.100:9092" in text
+    assert "UNKNOWN_TOPIC_OR_PARTITION (3)" in text and "NOT_LEADER_OR_FOLLOWER (6)" in text
+    md = markdown.render(a)
+    assert "## Fetch traffic" in md and "## Partition errors (4)" in md
+    assert "| gone-0 | UNKNOWN_TOPIC_OR_PARTITION (3) | 4 | NO |" in md
+    assert "| orders-1 | NOT_LEADER_OR_FOLLOWER (6) | 1 | yes |" in md
