@@ -92,6 +92,25 @@ def test_a_full_fetch_of_no_partitions_naming_a_session_is_answered_at_once():
     assert not [f for f in a.findings if f.code == "MAX_WAIT_IGNORED"]
 
 
+def test_incremental_fetches_of_a_session_from_before_the_capture_are_checked():
+    """Its partitions are unknown, but Kafka closes a session left empty (session id 0 in the answer): an answer
+    that names the session had partitions to wait on."""
+    c = Capture()
+    for epoch in range(5, 35):
+        c.fetch(session_id=9, epoch=epoch, partitions=(), response=[], response_session_id=9)
+    a = analyze_items(c.exchanges)
+    assert a.brokers[0].traffic.max_wait_checked == 30
+    assert [f.code for f in a.findings if f.code == "MAX_WAIT_IGNORED"] == ["MAX_WAIT_IGNORED"]
+
+
+def test_an_incremental_fetch_that_empties_its_session_is_answered_at_once():
+    c = Capture(holds_empty_fetches=True)
+    c.fetch(epoch=0, response_session_id=9, response=[("t", 0, 10, 100, 0)])
+    c.fetch(session_id=9, epoch=1, partitions=(), forgotten=(("t", 0),), response=[], response_session_id=0)
+    a = analyze_items(c.exchanges)
+    assert a.brokers[0].traffic.max_wait_checked == 0
+
+
 def test_error_responses_are_not_empty_answers_to_hold():
     c = Capture()
     for _ in range(30):

@@ -229,10 +229,10 @@ class TrafficTracker:
         diverging epoch or a preferred read replica (KIP-392) to tell, or is Raft's (see the module doc)."""
         if not ex.max_wait_ms or ex.max_wait_ms < 0 or (ex.min_bytes or 0) < 1 or (ex.throttle_time_ms or 0) > 0:
             return False
-        if not ex.request_partitions:  # a full fetch of nothing, or a session left empty (or not known)
-            session = obs.session
-            if obs.kind != INCREMENTAL or session is None or not session.parts:
-                return False
+        if not ex.request_partitions and (obs.kind != INCREMENTAL or not ex.response_session_id):
+            # A full fetch of nothing; or an incremental one that left its session empty, which Kafka closes
+            # (session id 0 in the answer): an incremental answer naming its session means partitions to read.
+            return False
         if rp and (max(map(_diverging_epoch, rp)) >= 0 or max(map(_preferred_replica, rp)) >= 0):
             return False
         return not is_kraft_voter_fetch(ex)
