@@ -212,8 +212,13 @@ def filtered(analysis: Analysis, client: str | None = None, broker: str | None =
     )  # fmt: skip
     sessions = tuple(s for s in analysis.sessions
                      if is_client(client, s.client, s.client_id) and is_broker(broker, s.broker))
-    findings: tuple[Finding, ...] = tuple(f for f in analysis.findings
-                                          if is_client(client, f.client, f.client_id) and is_broker(broker, f.broker))
+    # A broker's own finding (no client, e.g. MAX_WAIT_IGNORED) concerns every client of that broker.
+    used = {b for c in clients for b in c.brokers}
+    findings: tuple[Finding, ...] = tuple(
+        f for f in analysis.findings
+        if is_broker(broker, f.broker) and (is_client(client, f.client, f.client_id)
+                                            or (f.client is None and f.broker is not None and f.broker in used))
+    )  # fmt: skip
     brokers = tuple(b for b in analysis.brokers if is_broker(broker, b.broker))
     partition_errors = tuple(r for r in analysis.partition_errors
                              if is_client(client, r.client, r.client_id) and is_broker(broker, r.broker))

@@ -347,8 +347,9 @@ def fetch_error_loop(w: World) -> None:
         c.poll()
 
 
-@scenario("Three partitions of a deleted topic fail with UNKNOWN_TOPIC_OR_PARTITION on every fetch (two seconds "
-          "apart, so no loop) and never recover; another partition's NOT_LEADER_OR_FOLLOWER clears at once.")  # fmt: skip
+@scenario("Three partitions of a deleted topic fail with UNKNOWN_TOPIC_OR_PARTITION on every fetch (two "
+          "seconds apart, so no loop) and never recover; another partition's NOT_LEADER_OR_FOLLOWER clears at "
+          "once.")  # fmt: skip
 def partition_errors(w: World) -> None:
     b = w.broker(holds_empty_fetches=True)
     gone, orders = _parts("gone", 3), _parts("orders", 2)

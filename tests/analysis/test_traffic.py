@@ -205,3 +205,11 @@ def test_the_reports_show_traffic_and_partition_errors_within_80_columns():
     assert "## Fetch traffic" in md and "## Partition errors (4)" in md
     assert "| gone-0 | UNKNOWN_TOPIC_OR_PARTITION (3) | 4 | NO |" in md
     assert "| orders-1 | NOT_LEADER_OR_FOLLOWER (6) | 1 | yes |" in md
+
+
+def test_a_client_filter_keeps_the_finding_about_its_broker():
+    from fetchtool.analysis.run import analyze_capture
+
+    path = CAPTURES / "scenarios" / "max-wait-ignored.pcap"
+    assert [f.code for f in analyze_capture([path], client="idle-1").findings] == ["MAX_WAIT_IGNORED"]
+    assert analyze_capture([path], client="idle-3").findings == ()  # its broker holds empty fetches
