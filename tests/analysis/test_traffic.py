@@ -69,6 +69,8 @@ def test_a_broker_that_holds_empty_fetches_is_honoured():
 
 @pytest.mark.parametrize("why, kw", [
     ("throttled", {"throttle": 100}),
+    ("MinBytes 0: the client wants an answer even with no data", {"min_bytes": 0}),
+    ("MaxWait 0: the client does not want to wait", {"max_wait_ms": 0}),
     ("no partitions: nothing to wait for", {"partitions": (), "response": []}),
 ])  # fmt: skip
 def test_kafka_answers_at_once_without_it_being_a_fault(why, kw):
@@ -109,6 +111,17 @@ def test_an_incremental_fetch_that_empties_its_session_is_answered_at_once():
     c.fetch(session_id=9, epoch=1, partitions=(), forgotten=(("t", 0),), response=[], response_session_id=0)
     a = analyze_items(c.exchanges)
     assert a.brokers[0].traffic.max_wait_checked == 0
+
+
+def test_a_client_polling_with_max_wait_zero_is_called_out_and_the_broker_is_not():
+    c = Capture()
+    for _ in range(25):
+        c.fetch(max_wait_ms=0, client="10.0.0.5:50000", client_id="spinner")
+    for _ in range(5):  # a one-shot reader: a handful of MaxWait 0 fetches is no loop
+        c.fetch(max_wait_ms=0, client="10.0.0.6:50000", client_id="reader")
+    a = analyze_items(c.exchanges)
+    [f] = a.findings
+    assert (f.code, f.client_id, f.count, f.request_frame) == ("MAX_WAIT_ZERO", "spinner", 25, 1)
 
 
 def test_error_responses_are_not_empty_answers_to_hold():
