@@ -78,6 +78,61 @@ class EpochStep:
 
 
 @dataclass(frozen=True, slots=True)
+class TrafficSummary:
+    """Fetch traffic of a client, broker or session: how fast it fetches, how long answers take, how many came
+    back empty, and whether empty answers were held for MaxWaitMs (fetchtool.analysis.tracking.traffic)."""
+
+    fetches: int
+    fetches_per_s: float | None  # (fetches - 1) over the time from the first request to the last
+    response_ms: dict  # {"responses", "p50", "p99", "relative_error"}: response_ts - ts, log-bucket sketch
+    empty_responses: int  # no records, no error
+    empty_share: float | None  # of the responses
+    max_wait_checked: int  # empty, error-free, unthrottled answers to MaxWait > 0 and MinBytes >= 1
+    max_wait_early: int  # of those, answered in under half of MaxWait
+    max_wait_honoured: bool | None  # None: fewer than 3 checked
+
+    def to_json(self) -> dict:
+        return {
+            "fetches": self.fetches, "fetches_per_s": self.fetches_per_s, "response_ms": dict(self.response_ms),
+            "empty_responses": self.empty_responses, "empty_share": self.empty_share,
+            "max_wait": {"checked": self.max_wait_checked, "early": self.max_wait_early,
+                         "honoured": self.max_wait_honoured},
+        }  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionErrorRow:
+    """One error code on one partition, as one client got it from one broker."""
+
+    client: str  # "ip:port" of the first response that carried it
+    client_id: str | None
+    host: str
+    broker: str
+    topic: str | None
+    topic_id: str | None
+    partition: int
+    error_code: int
+    error: str  # Kafka's name
+    count: int
+    file: str
+    first_request_frame: int | None
+    first_response_frame: int | None
+    first_ts: float | None
+    last_ts: float | None
+    recovered: bool  # a later response from this broker to this client had this partition without error
+    frames: tuple[int, ...] = ()  # response frames of the first occurrences
+
+    @property
+    def partition_name(self) -> str:
+        return f"{self.topic or self.topic_id or '?'}-{self.partition}"
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["frames"] = list(self.frames)
+        return d
+
+
+@dataclass(frozen=True, slots=True)
 class SessionLife:
     """One broker session from creation (or first sight) to its end, with the frames that show it."""
 
@@ -105,6 +160,7 @@ class SessionLife:
     steps: tuple[EpochStep, ...] = ()
     steps_dropped: int = 0  # steps beyond the per-session cap (memory bound)
     replica_id: int | None = None  # a follower's (>= 0): Kafka gives its session priority in the cache
+    traffic: TrafficSummary | None = None  # extension: response times and rates of this session's fetches
 
     @property
     def privileged(self) -> bool:
@@ -118,8 +174,10 @@ class SessionLife:
         return who + (f" (follower, replica {self.replica_id})" if self.privileged else "")
 
     def to_json(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "steps"}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("steps", "traffic")}
         d["privileged"] = self.privileged
+        if self.traffic is not None:
+            d["traffic"] = self.traffic.to_json()
         return d
 
 
@@ -137,6 +195,7 @@ class ClientSummary:
     exchanges: int
     sessions: tuple[tuple[str, int], ...]  # (broker, session id)
     errors: dict[str, int]  # top-level error code -> count
+    traffic: TrafficSummary | None = None  # extension: response times and rates
 
     @property
     def label(self) -> str:
@@ -144,11 +203,14 @@ class ClientSummary:
 
     def to_json(self) -> dict:
         d = asdict(self)
+        d.pop("traffic")
         d["addresses"] = list(self.addresses)
         d["client"] = self.addresses[0] if self.addresses else self.host
         d["brokers"] = list(self.brokers)
         d["software"] = list(self.software)
         d["sessions"] = [{"broker": b, "session_id": s} for b, s in self.sessions]
+        if self.traffic is not None:
+            d["traffic"] = self.traffic.to_json()
         return d
 
 
@@ -162,9 +224,14 @@ class BrokerSummary:
     max_live_sessions: int  # most sessions the capture shows in its cache at once (the shadow cache replay, analysis.shadow)
     refused_creations: int  # session-creating requests answered with session id 0
     errors: dict[str, int]
+    traffic: TrafficSummary | None = None  # extension: response times and rates
 
     def to_json(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("traffic")
+        if self.traffic is not None:
+            d["traffic"] = self.traffic.to_json()
+        return d
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,12 +263,22 @@ class Analysis:
     sessions: tuple[SessionLife, ...]
     findings: tuple[Finding, ...]
     savings: dict
+    partition_errors: tuple[PartitionErrorRow, ...] = ()  # extension
 
     def to_json(self) -> dict:
-        """The `analyze --format json` contract."""
+        """The `analyze --format json` contract; each broker's partition errors are an extension of its object
+        (`brokers[].partition_errors`), so the top-level keys stay the contract's."""
+        by_broker: dict[str, list] = {}
+        for p in self.partition_errors:
+            by_broker.setdefault(p.broker, []).append(p.to_json())
+        brokers = []
+        for b in self.brokers:
+            d = b.to_json()
+            d["partition_errors"] = by_broker.get(b.broker, [])
+            brokers.append(d)
         return {
             "capture": self.capture.to_json(),
-            "brokers": [b.to_json() for b in self.brokers],
+            "brokers": brokers,
             "clients": [c.to_json() for c in self.clients],
             "sessions": [s.to_json() for s in self.sessions],
             "findings": [f.to_json() for f in self.findings],

@@ -9,17 +9,21 @@ engine); `analyze_capture` adds the decoder at the edge.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from operator import attrgetter
 
 from fetchtool.exchange import FETCH_SNAPSHOT, Exchange
 
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS
 
+from fetchtool.analysis.diagnosis import traffic as traffic_findings
 from fetchtool.analysis.diagnosis.findings import FindingsEngine
 from fetchtool.analysis.diagnosis.software_notes import annotate
-from fetchtool.analysis.model import Analysis, CaptureSummary, Finding
+from fetchtool.analysis.model import Analysis, BrokerSummary, CaptureSummary, Finding, SessionLife
 from fetchtool.analysis.savings.estimator import SavingsEstimator
+from fetchtool.analysis.tracking.partition_errors import PartitionErrors
 from fetchtool.analysis.tracking.tracker import Observation, SessionTracker, host_of
+from fetchtool.analysis.tracking.traffic import TrafficTracker
 
 
 _records_bytes = attrgetter("records_bytes")
@@ -96,7 +100,7 @@ class AnalysisPass:
     order: analyze_items runs one over a whole run, the Spark engine one per broker
     (fetchtool.pipeline.spark_merge). ``savings_of``: see savings_filter; ``files``: files to list first."""
 
-    __slots__ = ("tracker", "engine", "totals", "savings", "files")
+    __slots__ = ("tracker", "engine", "totals", "savings", "files", "traffic", "partition_errors")
 
     def __init__(self, cache_slots: int | None = None, cache_shards: int | None = None,
                  savings_of: Callable[[Exchange], bool] | None = None, files: Iterable[str] = (),
@@ -106,6 +110,8 @@ class AnalysisPass:
         self.totals = _Totals()
         self.savings = SavingsEstimator(only=savings_of)
         self.files: dict[str, None] = dict.fromkeys(files)  # the files that had exchanges, in request order
+        self.traffic = TrafficTracker(traffic_findings.STORM_REFETCHES, self.tracker.brokers)
+        self.partition_errors = PartitionErrors()
 
     def feed(self, it) -> Observation | None:
         """One Exchange (-> what it did: the tracker's Observation) or OrphanResponse (-> None)."""
@@ -114,11 +120,40 @@ class AnalysisPass:
             self.totals.add(it)
             obs = self.tracker.feed(it)
             self.engine.observe(obs)
+            self.traffic.feed(it, obs)
+            self.partition_errors.feed(it, obs.client.host)
             self.savings.feed(it)
             return obs
         # OrphanResponse: a response whose request is not in the capture
         self.engine.request_missing(it.file, it.frame, it.ts, it.client, it.broker)
         return None
+
+    def findings(self) -> list[Finding]:
+        """The findings engine's and the traffic findings, in report order (once, at the end)."""
+        self.traffic.finish()
+        found = (self.engine.finish(self.tracker, self.savings.per_pair)
+                 + traffic_findings.findings(self.traffic, self.partition_errors))
+        return sorted(found, key=attrgetter("sort_key"))
+
+    def broker_summaries(self) -> list[BrokerSummary]:
+        stats = self.traffic.broker_stats()
+        return [replace(b, traffic=stats[b.broker].summary()) if b.broker in stats else b
+                for b in self.tracker.broker_summaries()]  # fmt: skip
+
+    def session_lives(self) -> list[SessionLife]:
+        """Every session's life, with the traffic of its fetches."""
+        stats = self.traffic.session_stats()
+        out = []
+        for s in self.tracker.sessions:
+            st = stats.get(id(s))
+            life = s.life()
+            out.append(life if st is None else replace(life, traffic=st.summary()))
+        return out
+
+    def client_summaries(self) -> list:
+        stats = self.traffic.client_stats()
+        return [replace(c, traffic=stats[(c.host, c.client_id)].summary()) if (c.host, c.client_id) in stats else c
+                for c in self.tracker.client_summaries()]  # fmt: skip
 
 
 def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: int | None = None,
@@ -130,7 +165,7 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
     feed = run.feed
     for it in items:
         feed(it)
-    engine, tracker = run.engine, run.tracker
+    engine = run.engine
     decode = {}
     if decode_report is not None:
         decode = decode_report.to_dict()
@@ -138,16 +173,17 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
             # The decode report counts gaps, not where they are: one finding for the whole run.
             engine.capture_gap(", ".join(decode_report.files), None, None, None, None, decode_report.lost_bytes,
                                gaps=decode_report.gaps)
-    clients = tuple(sorted(tracker.client_summaries(), key=lambda c: (c.host, c.client_id or "")))
-    findings = annotate(tuple(engine.finish(tracker, run.savings.per_pair)), clients, decode_report)
+    clients = tuple(sorted(run.client_summaries(), key=lambda c: (c.host, c.client_id or "")))
+    findings = annotate(tuple(run.findings()), clients, decode_report)
     capture = run.totals.capture_summary(run.files, decode)
     return Analysis(
         capture=capture,
-        brokers=tuple(sorted(tracker.broker_summaries(), key=lambda b: b.broker)),
+        brokers=tuple(sorted(run.broker_summaries(), key=lambda b: b.broker)),
         clients=clients,
-        sessions=tuple(tracker.session_lives()),
+        sessions=tuple(run.session_lives()),
         findings=findings,
         savings=run.savings.result().to_json(),
+        partition_errors=tuple(run.partition_errors.rows()),
     )
 
 
@@ -177,7 +213,14 @@ def filtered(analysis: Analysis, client: str | None = None, broker: str | None =
     )  # fmt: skip
     sessions = tuple(s for s in analysis.sessions
                      if is_client(client, s.client, s.client_id) and is_broker(broker, s.broker))
-    findings: tuple[Finding, ...] = tuple(f for f in analysis.findings
-                                          if is_client(client, f.client, f.client_id) and is_broker(broker, f.broker))
+    # A broker's own finding (no client, e.g. MAX_WAIT_IGNORED) concerns every client of that broker.
+    used = {b for c in clients for b in c.brokers}
+    findings: tuple[Finding, ...] = tuple(
+        f for f in analysis.findings
+        if is_broker(broker, f.broker) and (is_client(client, f.client, f.client_id)
+                                            or (f.client is None and f.broker is not None and f.broker in used))
+    )  # fmt: skip
     brokers = tuple(b for b in analysis.brokers if is_broker(broker, b.broker))
-    return Analysis(analysis.capture, brokers, clients, sessions, findings, analysis.savings)
+    partition_errors = tuple(r for r in analysis.partition_errors
+                             if is_client(client, r.client, r.client_id) and is_broker(broker, r.broker))
+    return Analysis(analysis.capture, brokers, clients, sessions, findings, analysis.savings, partition_errors)

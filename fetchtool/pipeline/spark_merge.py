@@ -10,7 +10,7 @@ were split across brokers.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 
 from fetchtool.analysis.diagnosis.findings import FindingsEngine
@@ -18,7 +18,9 @@ from fetchtool.analysis.diagnosis.software_notes import annotate
 from fetchtool.analysis.model import Analysis, ClientSummary
 from fetchtool.analysis.run import AnalysisPass, _Totals
 from fetchtool.analysis.savings.estimator import SavingsEstimator
+from fetchtool.analysis.tracking.partition_errors import row_order
 from fetchtool.analysis.tracking.tracker import SessionTracker, TrackedClient
+from fetchtool.analysis.tracking.traffic import TrafficStats
 
 
 @dataclass
@@ -55,6 +57,8 @@ class BrokerPart:
     savings: SavingsEstimator
     first_key: tuple = ()
     files: dict = field(default_factory=dict)  # file -> first sort key
+    traffic: dict = field(default_factory=dict)  # (host, client id) -> TrafficStats of this broker's fetches
+    partition_errors: list = field(default_factory=list)  # PartitionErrorRow (each belongs to one broker)
 
 
 def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, cache_shards=None,
@@ -84,13 +88,14 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
         if c is None:
             c = notes[(tc.host, tc.client_id)] = _Client(tc)
         c.note(key)
-    findings = run.engine.finish(run.tracker, run.savings.per_pair)
-    lives = [(first_seen[id(s)], s.life()) for s in sessions]
+    findings = run.findings()
+    lives = [(first_seen[id(s)], life) for s, life in zip(sessions, run.session_lives())]
     savings = run.savings
     # per-stream models are not needed any more: do not ship them to the driver
     savings.streams, savings._by_session, savings.only = {}, {}, None
-    return BrokerPart(broker, run.totals, run.tracker.broker_summaries(), lives, notes,
-                      list(enumerate(findings)), savings, first_key or (), files)
+    return BrokerPart(broker, run.totals, run.broker_summaries(), lives, notes,
+                      list(enumerate(findings)), savings, first_key or (), files, run.traffic.client_stats(),
+                      run.partition_errors.rows())
 
 
 def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards=None) -> Analysis:
@@ -121,6 +126,7 @@ def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards
         sessions=tuple(s for _k, s in sessions),
         findings=annotate(tuple(f for _k, f in sorted(findings, key=lambda kf: kf[0])), clients, decode_report),
         savings=_merge_savings([p.savings for p in parts]),
+        partition_errors=tuple(sorted((r for p in parts for r in p.partition_errors), key=row_order)),
     )
 
 
@@ -153,7 +159,15 @@ def _merge_clients(parts: list[BrokerPart]) -> list[ClientSummary]:
             setattr(merged, name, dict.fromkeys(_ordered(getattr(c, name) for c in cs)))
         for kind in _ordered(c.kinds for c in cs):
             merged.kinds[kind] = kinds[kind]
-        out.append(merged.summary())
+        traffic = TrafficStats()
+        found = False
+        for p in parts:
+            st = p.traffic.get((host, client_id))
+            if st is not None:
+                traffic.merge(st)
+                found = True
+        summary = merged.summary()
+        out.append(replace(summary, traffic=traffic.summary()) if found else summary)
     return out
 
 

@@ -313,7 +313,7 @@ def sessions_never_granted(w: World) -> None:
 
 
 @scenario("A client asking for a new session on every fetch (0, 0) fills a 4-slot cache: its first sessions are "
-          "granted and never used, the rest refused (like @platformatic/kafka before 2.12).")  # fmt: skip
+          "granted and never used, the rest refused (like @platformatic/kafka before 2.3.0).")  # fmt: skip
 def churn_fills_cache(w: World) -> None:
     b = w.broker(slots=4, shards=1)
     steady_parts, churn_parts = _parts("orders", 2), _parts("clicks", 2)
@@ -369,6 +369,84 @@ def session_dropped(w: World) -> None:
     assert emptied.outcome.session_id == 0 and emptied.outcome.error_code == 0  # Kafka's own way to end it
     victim.poll()
     victim.poll()
+
+
+@scenario("A broker that answers empty fetches at once instead of holding them for MaxWaitMs, beside one that holds "
+          "them as Kafka does: idle consumers poll the first in a loop.")  # fmt: skip
+def max_wait_ignored(w: World) -> None:
+    hasty = w.broker("10.0.0.100")
+    patient = w.broker("10.0.0.101", holds_empty_fetches=True)
+    idle = [JavaLikeClient(w.connect(hasty, f"10.0.9.{i}", 49000 + i, f"idle-{i}"), _parts(f"quiet-{i}", 2))
+            for i in (1, 2)]  # fmt: skip
+    first = None
+    for _ in range(15):
+        for c in idle:
+            req = c.poll()
+            first = first or req
+    w.expect("MAX_WAIT_IGNORED", None, request_frame=first.request_frame, response_frame=first.response_frame,
+             broker=str(hasty.endpoint))  # fmt: skip
+    waiting = JavaLikeClient(w.connect(patient, "10.0.9.3", 49003, "idle-3"), _parts("quiet-3", 2))
+    for _ in range(25):
+        waiting.poll()
+
+
+@scenario("A client fetching with MaxWaitMs 0 from an idle topic: every answer is empty and immediate, so it "
+          "polls in a loop; a neighbour with MaxWaitMs 500 waits.")  # fmt: skip
+def max_wait_zero(w: World) -> None:
+    b = w.broker(holds_empty_fetches=True)
+    spinner = JavaLikeClient(w.connect(b, "10.0.8.1", 48001, "spinner"), _parts("idle", 2), max_wait_ms=0)
+    first = None
+    for _ in range(25):
+        req = spinner.poll()
+        first = first or req
+    w.expect("MAX_WAIT_ZERO", None, conn=spinner.conn, request_frame=first.request_frame,
+             response_frame=first.response_frame)  # fmt: skip
+    patient = JavaLikeClient(w.connect(b, "10.0.8.2", 48002, "patient"), _parts("idle", 2))
+    for _ in range(5):
+        patient.poll()
+
+
+@scenario("After a leader change 13 fetches in a row get FENCED_LEADER_EPOCH and the client re-fetches 20 ms after "
+          "each, with no backoff, then recovers (its partitions recover: no persisting-error finding).")  # fmt: skip
+def fetch_error_loop(w: World) -> None:
+    b = w.broker(holds_empty_fetches=True)
+    parts = _parts("payments", 3)
+    _produce(b, parts, 10)
+    c = JavaLikeClient(w.connect(b, "10.0.7.1", 47001, "hasty-consumer"), parts)
+    for _ in range(3):
+        c.poll()
+    b.errors = {tp: 74 for tp in parts}  # FENCED_LEADER_EPOCH: the client's leader epoch is old
+    loop = []
+    for _ in range(13):
+        loop.append(c.poll())
+        w.advance(0.02)  # 20 ms: no retry.backoff.ms
+    assert all(p.outcome.partitions and all(r.error_code == 74 for _t, r in p.outcome.partitions) for p in loop)
+    w.expect("FETCH_ERROR_LOOP", None, conn=c.conn, request_frame=loop[1].request_frame,
+             response_frame=loop[1].response_frame)  # fmt: skip
+    b.errors = {}
+    _produce(b, parts, 5)
+    for _ in range(3):
+        c.poll()
+
+
+@scenario("Three partitions of a deleted topic fail with UNKNOWN_TOPIC_OR_PARTITION on every fetch (two "
+          "seconds apart, so no loop) and never recover; another partition's NOT_LEADER_OR_FOLLOWER clears at "
+          "once.")  # fmt: skip
+def partition_errors(w: World) -> None:
+    b = w.broker(holds_empty_fetches=True)
+    gone, orders = _parts("gone", 3), _parts("orders", 2)
+    _produce(b, orders, 20)
+    b.errors = {tp: 3 for tp in gone}
+    b.errors[("orders", 1)] = 6
+    c = JavaLikeClient(w.connect(b, "10.0.6.1", 46001, "stale-consumer"), orders + gone)
+    first = c.poll()
+    del b.errors[("orders", 1)]  # the leader is back here by the next fetch
+    w.advance(2.0)
+    for _ in range(3):
+        c.poll()
+        w.advance(2.0)
+    w.expect("PARTITION_ERROR_PERSISTS", None, conn=c.conn, request_frame=first.request_frame,
+             response_frame=first.response_frame)  # fmt: skip
 
 
 def generate(name: str, path) -> list[dict]:

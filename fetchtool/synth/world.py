@@ -49,15 +49,22 @@ def record_batch(count: int, value_size: int = 40) -> bytes:
 
 
 class Broker:
-    """A broker: an address, a session cache (the engine) and, per partition, a high watermark."""
+    """A broker: an address, a session cache (the engine) and, per partition, a high watermark.
 
-    def __init__(self, world: World, ip: str, port: int, slots: int, shards: int) -> None:
+    ``holds_empty_fetches``: answer a fetch that found nothing after its MaxWaitMs, as Kafka's purgatory does
+    (ReplicaManager.fetchMessages). The older scenarios answer at once (their committed captures stay as they
+    are); scenarios about timing set it. ``errors``: partitions answered with an error code instead of data."""
+
+    def __init__(self, world: World, ip: str, port: int, slots: int, shards: int,
+                 holds_empty_fetches: bool = False) -> None:  # fmt: skip
         self.world = world
         self.endpoint = Endpoint(ip, port)
         self.slots, self.shards = slots, shards
         self.manager = FetchManager(FetchSessionCache(slots, shards, rng=random.Random(world.seed)))
         self.hw: dict[tuple[str, int], int] = {}
         self.batch_records = 5  # records per batch returned
+        self.holds_empty_fetches = holds_empty_fetches
+        self.errors: dict[tuple[str, int], int] = {}
 
     def restart(self) -> None:
         """Sessions live only in memory: a restart loses them all."""
@@ -67,6 +74,9 @@ class Broker:
         self.hw[(topic, partition)] = self.hw.get((topic, partition), 0) + records
 
     def read(self, tip: TopicIdPartition, data: PartitionData) -> tuple[PartitionResult, bytes | None]:
+        error = self.errors.get((tip.topic, tip.partition))
+        if error:  # Kafka answers an error partition with no records and offsets of -1
+            return PartitionResult(error_code=error), None
         hw = self.hw.get((tip.topic, tip.partition), 0)
         n = min(self.batch_records, max(0, hw - data.fetch_offset))
         blob = record_batch(n) if n else None
@@ -89,6 +99,8 @@ class Pending:
     response_frame: int | None = None
     outcome: FetchOutcome | None = None
     extra: dict = field(default_factory=dict)
+    max_wait_ms: int = 500
+    min_bytes: int = 1
 
 
 class Connection:
@@ -106,8 +118,8 @@ class Connection:
         return str(self.endpoint)
 
     def request(self, meta: FetchMetadata, partitions: dict[tuple[str, int], int], *, version: int = 12,
-                forget: list[tuple[str, int]] = (), max_bytes: int = 52428800, partition_max_bytes: int = 1048576
-                ) -> Pending:  # fmt: skip
+                forget: list[tuple[str, int]] = (), max_bytes: int = 52428800, partition_max_bytes: int = 1048576,
+                max_wait_ms: int = 500, min_bytes: int = 1) -> Pending:  # fmt: skip
         w = self.world
         w.tick()
         self.correlation += 1
@@ -122,13 +134,14 @@ class Connection:
             (RequestPartition(k.topic, str(k.topic_id) if ids else None, k.partition, d.fetch_offset, d.max_bytes,
                               -1, -1, -1) for k, d in data.items()),
             (ForgottenPartition(k.topic, str(k.topic_id) if ids else None, k.partition) for k in forgotten),
-            max_bytes=max_bytes)  # fmt: skip
+            max_bytes=max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)  # fmt: skip
         ts = w.t
+        waits = {"max_wait_ms": max_wait_ms, "min_bytes": min_bytes}
         if w.silent:  # before the capture starts: the bytes pass, the writer does not see them
             self.conv.next["client"] = (self.conv.next["client"] + len(frame)) & 0xFFFFFFFF
-            return Pending(version, self.correlation, meta, data, forgotten, max_bytes, None, ts)
+            return Pending(version, self.correlation, meta, data, forgotten, max_bytes, None, ts, **waits)
         w.t = self.conv.send("client", frame, w.t, ack=False)
-        return Pending(version, self.correlation, meta, data, forgotten, max_bytes, w.out.frames, ts)
+        return Pending(version, self.correlation, meta, data, forgotten, max_bytes, w.out.frames, ts, **waits)
 
     def respond(self, req: Pending, *, outcome: FetchOutcome | None = None, records: dict | None = None,
                 throttle_ms: int = 0, lost: bool = False) -> FetchOutcome:  # fmt: skip
@@ -144,6 +157,8 @@ class Connection:
                 results[tip], blobs[tip] = self.broker.read(tip, data)
             outcome = (ctx.throttled_response(throttle_ms) if throttle_ms
                        else ctx.update_and_generate_response(w.now_ms, results))  # fmt: skip
+            if self.broker.holds_empty_fetches and not throttle_ms and _parked(req, outcome):
+                w.advance(req.max_wait_ms / 1000)
         ids = req.version >= 13
         parts, recs = [], []
         for tip, r in outcome.partitions:
@@ -200,12 +215,20 @@ class Connection:
         self.world.t = self.conv.close(self.world.t, rst=rst)
 
 
+def _parked(req: Pending, outcome: FetchOutcome) -> bool:
+    """Would Kafka's purgatory hold this fetch until MaxWait? Nothing read, no error, and it asked to wait."""
+    return (req.max_wait_ms > 0 and req.min_bytes > 0 and outcome.error_code == 0 and bool(req.fetch_data or
+            outcome.session_id) and not any(r.records_size or r.error_code for _t, r in outcome.partitions))
+
+
 class JavaLikeClient:
     """A well-behaved consumer: Kafka's FetchSessionHandler per broker; positions advance with the records."""
 
-    def __init__(self, conn: Connection, partitions: list[tuple[str, int]], version: int = 12) -> None:
+    def __init__(self, conn: Connection, partitions: list[tuple[str, int]], version: int = 12,
+                 max_wait_ms: int = 500) -> None:  # fmt: skip
         self.conn = conn
         self.version = version
+        self.max_wait_ms = max_wait_ms
         self.handler = FetchSessionHandler(node_id=1)
         self.positions = {tp: 0 for tp in partitions}
 
@@ -220,7 +243,8 @@ class JavaLikeClient:
         data = self.build()
         sent = {(tp.topic, tp.partition): d.fetch_offset for tp, d in data.to_send.items()}
         forget = [(k.topic, k.partition) for k in data.forgotten_for_version(self.version)]
-        return self.conn.request(data.metadata, sent, version=self.version, forget=forget), data
+        return self.conn.request(data.metadata, sent, version=self.version, forget=forget,
+                                 max_wait_ms=self.max_wait_ms), data
 
     def handle(self, req: Pending) -> bool:
         o = req.outcome
@@ -260,8 +284,9 @@ class World:
     def advance(self, seconds: float) -> None:
         self.t += seconds
 
-    def broker(self, ip: str = "10.0.0.100", port: int = 9092, *, slots: int = 1000, shards: int = 8) -> Broker:
-        return Broker(self, ip, port, slots, shards)
+    def broker(self, ip: str = "10.0.0.100", port: int = 9092, *, slots: int = 1000, shards: int = 8,
+               holds_empty_fetches: bool = False) -> Broker:  # fmt: skip
+        return Broker(self, ip, port, slots, shards, holds_empty_fetches)
 
     def connect(self, broker: Broker, ip: str, port: int, client_id: str, *, handshake: bool = True) -> Connection:
         return Connection(self, broker, ip, port, client_id, handshake)

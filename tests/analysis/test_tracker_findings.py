@@ -90,7 +90,7 @@ def test_topic_id_error_without_the_creating_request_is_unknown():
 
 
 def test_refusals_by_a_broker_that_never_grants_make_one_info_finding():
-    c = Capture()
+    c = Capture(holds_empty_fetches=True)  # answering at once would add MAX_WAIT_IGNORED
     for _ in range(20):
         c.fetch(epoch=0, response_session_id=0)
     a = analyze_items(c.exchanges)

@@ -2,7 +2,8 @@
 
 The codes are design.md's stable table; SESSIONS_NOT_GRANTED is an addition (a broker that never grants a
 session, such as tansu or one with max.incremental.fetch.session.cache.slots=0, gets one info finding, not
-an alarm per fetch).
+an alarm per fetch). MAX_WAIT_IGNORED, MAX_WAIT_ZERO, FETCH_ERROR_LOOP and PARTITION_ERROR_PERSISTS are the
+traffic findings (fetchtool.analysis.diagnosis.traffic, thresholds there).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ SEVERITY: dict[str, str] = {
     "BROKER_LOST": ERROR,
     "STALE_EVICTION": WARNING,
     "SESSION_DROPPED_WITHOUT_ERROR": WARNING,
+    "MAX_WAIT_IGNORED": WARNING,
+    "MAX_WAIT_ZERO": WARNING,
+    "FETCH_ERROR_LOOP": WARNING,
+    "PARTITION_ERROR_PERSISTS": ERROR,
 }
 
 SLOTS = "max.incremental.fetch.session.cache.slots"
@@ -148,6 +153,27 @@ ADVICE: dict[tuple[str, str | None], str] = {
     ("SESSIONS_NOT_GRANTED", None): (
         "No action needed unless you expect incremental fetches: a broker without KIP-227 sessions (e.g. tansu) "
         f"or with {SLOTS}=0 answers every session-creating fetch with session id 0."
+    ),
+    ("MAX_WAIT_IGNORED", None): (
+        "Apache Kafka holds a fetch with no data in its purgatory until MaxWaitMs (ReplicaManager.fetchMessages); "
+        "find out what answers on this address (a proxy, a Kafka-compatible broker, a patched build) and fix or "
+        "report it. Until then idle consumers cost a fetch per round trip: raise fetch.min.bytes on the clients "
+        "only if the broker honours it, and watch the broker's request rate and CPU."
+    ),
+    ("MAX_WAIT_ZERO", None): (
+        "Set the client's fetch wait above 0 (Java/librdkafka fetch.max.wait.ms / fetch.wait.max.ms, kafka-python "
+        "and aiokafka fetch_max_wait_ms; 500 ms is the default) so the broker holds empty fetches until data "
+        "arrives instead of the client asking again at once."
+    ),
+    ("FETCH_ERROR_LOOP", None): (
+        "A correct client refreshes metadata and backs off after a partition or fetch error (Java: retry.backoff.ms, "
+        "100 ms, growing to retry.backoff.max.ms): upgrade the client or raise its retry backoff, and see the "
+        "partition errors table for what each code asks the client to do."
+    ),
+    ("PARTITION_ERROR_PERSISTS", None): (
+        "See the partition errors table for the code's meaning: check the topic and its leaders on this broker "
+        "(kafka-topics.sh --describe), ACLs for TOPIC_AUTHORIZATION_FAILED, the log directories for "
+        "KAFKA_STORAGE_ERROR, and the client's metadata refresh for NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH."
     ),
 }
 

@@ -18,7 +18,10 @@ from fetchtool.analysis.reports.units import human
 from fetchtool.analysis.tracking.tracker import Observation, SessionTracker
 
 CHURN_REQUESTS = 5  # session-creating fetches (granted or refused) by one client on one broker before churn is named
-SESSIONLESS_SHARE = 0.2  # a sessionless client is named when sessions would save this share of its fetch bytes
+# A sessionless client is named when sessions would save this share of its fetch bytes, and at least this much
+# per fetch (a few partition entries each way: below that, e.g. one partition, a session is not worth a slot).
+SESSIONLESS_SHARE = 0.2
+SESSIONLESS_BYTES_PER_FETCH = 100
 
 
 @dataclass(slots=True)
@@ -108,7 +111,8 @@ class SessionUse:
                        "session(s) were never used, each holding a cache slot for nothing.")
                 out.append(finding("SESSION_CHURN", None, use.first, msg, use.unused, use.asking_frames))
             saving = (savings_by_pair or {}).get((host, client_id, broker))
-            if use.sessionless and saving and saving[1] and saving[0] >= SESSIONLESS_SHARE * saving[1]:
+            if (use.sessionless and saving and saving[1] and saving[0] >= SESSIONLESS_SHARE * saving[1]
+                    and saving[0] >= SESSIONLESS_BYTES_PER_FETCH * use.sessionless):
                 potential, total = saving
                 msg = (f"Client {who} sent {use.sessionless} sessionless fetches to {broker}, listing up to "
                        f"{use.sessionless_max_partitions} partitions each, every partition in both directions every "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fetchtool.analysis.reports import savings_panel
+from fetchtool.analysis.reports import savings_panel, traffic_tables
 from fetchtool.analysis.model import ERROR, INFO, WARNING, Analysis
 from fetchtool.analysis.reports.terminal import MAX_SESSION_ROWS, created_text, end_text, when
 
@@ -59,6 +59,7 @@ def render(a: Analysis) -> str:
             f"{s.first_partitions}->{s.partitions}", s.incremental_requests, end_text(s))) + " |")  # fmt: skip
     if len(a.sessions) > MAX_SESSION_ROWS:
         out.append(f"\n{len(a.sessions) - MAX_SESSION_ROWS} more sessions: see `fetchtool analyze --format json`.")
+    out += ["", *traffic_tables.markdown(a)]
     if a.savings:
         out += ["", *savings_panel.markdown(a.savings)]
     return "\n".join(out) + "\n"

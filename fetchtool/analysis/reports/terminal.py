@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from fetchtool.analysis.reports import savings_panel
+from fetchtool.analysis.reports import savings_panel, traffic_tables
 from fetchtool.analysis.model import ERROR, INFO, WARNING, Analysis, SessionLife
 
 STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "cyan"}
@@ -26,6 +26,9 @@ def render(analysis: Analysis, console: Console) -> None:
     console.print(summary_panel(analysis))
     console.print(clients_table(analysis))
     console.print(sessions_table(analysis))
+    for table in (traffic_tables.traffic_table(analysis), *traffic_tables.errors_tables(analysis)):
+        if table is not None:
+            console.print(table)
     console.print(findings_view(analysis))
     if analysis.savings:
         console.print(savings_panel.terminal(analysis.savings, table=False))  # the table: `fetchtool savings`
