@@ -106,22 +106,22 @@ class SessionUse:
             # churn: granted sessions mostly left unused while the client keeps asking (a client that used its
             # session and is then refused is a full cache, not churn)
             if asked >= CHURN_REQUESTS and use.incremental * 10 <= asked and use.unused >= max(1, use.created // 2):
-                msg = (f"Client {who} asked {broker} for a new fetch session {asked} times ({use.created} granted, "
-                       f"{use.refused} refused) and sent {use.incremental} incremental fetches: {use.unused} granted "
+                msg = (f"Client {who} asked {broker} for a new fetch session {asked:,} times ({use.created:,} granted, "
+                       f"{use.refused:,} refused) and sent {use.incremental:,} incremental fetches: {use.unused:,} granted "
                        "session(s) were never used, each holding a cache slot for nothing.")
                 out.append(finding("SESSION_CHURN", None, use.first, msg, use.unused, use.asking_frames))
             saving = (savings_by_pair or {}).get((host, client_id, broker))
             if (use.sessionless and saving and saving[1] and saving[0] >= SESSIONLESS_SHARE * saving[1]
                     and saving[0] >= SESSIONLESS_BYTES_PER_FETCH * use.sessionless):
                 potential, total = saving
-                msg = (f"Client {who} sent {use.sessionless} sessionless fetches to {broker}, listing up to "
-                       f"{use.sessionless_max_partitions} partitions each, every partition in both directions every "
+                msg = (f"Client {who} sent {use.sessionless:,} sessionless fetches to {broker}, listing up to "
+                       f"{use.sessionless_max_partitions:,} partitions each, every partition in both directions every "
                        f"time; with an incremental fetch session it would send {human(potential)} less, "
                        f"{potential / total:.0%} of its fetch bytes to this broker (savings estimate).")
                 out.append(finding("SESSIONLESS_CLIENT", None, use.first, msg, use.sessionless, use.sessionless_frames))
         for (host, client_id, broker), agg in self.refused.items():
             if tracker.brokers[broker].granted:
-                msg = (f"Broker {broker} answered {agg.count} session-creating fetch(es) from {client_id or '?'} "
+                msg = (f"Broker {broker} answered {agg.count:,} session-creating fetch(es) from {client_id or '?'} "
                        f"({host}) with session id 0 while it kept sessions for others: no free slot in its fetch "
                        "session cache.")
                 out.append(finding("CACHE_FULL", None, agg.ex, msg, agg.count, agg.frames))
@@ -131,12 +131,12 @@ class SessionUse:
             aggs = [a for (_h, _c, br), a in self.refused.items() if br == broker]
             first = min(aggs, key=lambda a: a.ex.ts or 0).ex
             frames = [f for a in aggs for f in a.frames][:MAX_FRAMES]
-            msg = (f"Broker {broker} never granted a fetch session: all {b.refused} session-creating fetches from "
+            msg = (f"Broker {broker} never granted a fetch session: all {b.refused:,} session-creating fetches from "
                    f"{len(aggs)} client(s) got session id 0, so every fetch is a full fetch.")
             out.append(finding("SESSIONS_NOT_GRANTED", None, first, msg, b.refused, frames))
         for (host, client_id, broker), agg in self.dropped.items():
             ex = agg.ex
-            msg = (f"Broker {broker} answered {agg.count} incremental fetch(es) from {client_id or '?'} ({host}) "
+            msg = (f"Broker {broker} answered {agg.count:,} incremental fetch(es) from {client_id or '?'} ({host}) "
                    f"with session id 0 and no error while the session still held partitions (first: session "
                    f"{ex.session_id}, epoch {ex.session_epoch}): Kafka keeps such a session, and answers one it "
                    "does not know with FETCH_SESSION_ID_NOT_FOUND (70).")
