@@ -106,9 +106,9 @@ class SessionUse:
             # churn: granted sessions mostly left unused while the client keeps asking (a client that used its
             # session and is then refused is a full cache, not churn)
             if asked >= CHURN_REQUESTS and use.incremental * 10 <= asked and use.unused >= max(1, use.created // 2):
-                msg = (f"Client {who} asked {broker} for a new fetch session {asked:,} times ({use.created:,} granted, "
-                       f"{use.refused:,} refused) and sent {use.incremental:,} incremental fetches: {use.unused:,} granted "
-                       "session(s) were never used, each holding a cache slot for nothing.")
+                msg = (f"Client {who} asked {broker} for a new fetch session {asked:,} times ({use.created:,} "
+                       f"granted, {use.refused:,} refused) and sent {use.incremental:,} incremental fetches: "
+                       f"{use.unused:,} granted session(s) were never used, each holding a cache slot for nothing.")
                 out.append(finding("SESSION_CHURN", None, use.first, msg, use.unused, use.asking_frames))
             saving = (savings_by_pair or {}).get((host, client_id, broker))
             if (use.sessionless and saving and saving[1] and saving[0] >= SESSIONLESS_SHARE * saving[1]
