@@ -17,7 +17,7 @@ from fetchtool.analysis.diagnosis.advice import SEVERITY, advice
 from fetchtool.analysis.diagnosis.build import MAX_FRAMES, Agg, finding
 from fetchtool.analysis.diagnosis.session_use import SessionUse
 from fetchtool.analysis.diagnosis.causes import LATER, NotFoundResolver, PendingError, epoch_cause
-from fetchtool.analysis.model import ALIVE, CLOSED, EVICTED, FULL_CREATE, INCREMENTAL, LOST, SESSIONLESS, SNAPSHOT, Finding
+from fetchtool.analysis.model import ALIVE, CLOSED, EVICTED, INCREMENTAL, LOST, SESSIONLESS, SNAPSHOT, Finding
 from fetchtool.analysis.tracking.connections import broker_losses
 from fetchtool.analysis.tracking.kraft import is_kraft_voter_fetch
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS
@@ -29,8 +29,8 @@ from fetchtool.analysis.tracking.tracker import Observation, SessionTracker
 
 STARVATION_RUNS = 5  # full responses in a row that leave out a partition with data
 FULL_RESPONSE = 0.9  # a response whose records reach this share of MaxBytes is "full" (KIP-74)
-IN_FLIGHT_GRACE = 1.0
-SNAPSHOT_ERRORS = {98: "SNAPSHOT_NOT_FOUND", 99: "POSITION_OUT_OF_RANGE"}  # KIP-630 codes the engine does not name  # seconds past MaxWaitMs before an unanswered request at the capture's end counts
+IN_FLIGHT_GRACE = 1.0  # seconds past MaxWaitMs before an unanswered request at the capture's end counts
+SNAPSHOT_ERRORS = {98: "SNAPSHOT_NOT_FOUND", 99: "POSITION_OUT_OF_RANGE"}  # KIP-630 codes the engine does not name
 
 
 @dataclass(slots=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, FetchSessionCache, SessionEvicted
 from fetchtool.sessions.errors import SessionIdOutOfRange
 
-from fetchtool.analysis.tracking.cache_events import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, RESTART, TOUCH, CacheEvent
+from fetchtool.analysis.tracking.cache_events import ABSENT, CREATE, PRESENT, REFUSE, RESTART, TOUCH, CacheEvent
 
 MAX_SHAPES = 160  # replays per broker when the cache size must be inferred (the search stays bounded)
 UNBOUNDED = 1 << 30
