@@ -20,7 +20,8 @@ from .headers import (
     API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, HeaderError, parse_request_header,
     plausible_request_start, response_body_offset,
 )
-from .report import DecodeReport
+from .report import DecodeReport, MidMessageStart
+from .resync import answers_any, scan_responses
 
 WELL_KNOWN_PORTS = frozenset({9092, 9093, 9094, 9095, 9096, 9097, 9192, 19092, 29092, 39092})
 DETECT_LIMIT = 256 * 1024  # bytes buffered per direction before the broker side must be decided
@@ -121,6 +122,8 @@ class KafkaConnection:
         self._pending_ids.clear()
         for f in (self._req, self._resp):
             f.end()
+            if f.mid_start is not None:
+                self._report_mid_start(f, f is self._req)
         self._report_damage()
         self._count_framer_skips()
         return out
@@ -176,7 +179,8 @@ class KafkaConnection:
         self._client_s, self._broker_s = str(client), str(broker)
         self.ctx.report.kafka_connections += 1
         self._req = Framer(self._scan_requests, synced=False, min_size=8)
-        self._resp = Framer(self._scan_responses, synced=True, min_size=4)
+        # Unsynced too: a connection seen without its SYN may begin inside a response (resync.py decides).
+        self._resp = Framer(self._scan_responses, synced=False, min_size=4)
         return True
 
     def _not_kafka(self, message: str) -> bool:
@@ -219,7 +223,22 @@ class KafkaConnection:
             out = [found for fr in frames for found in self._on_response(fr)]
         if framer.damage:
             self._report_damage()
+        if framer.mid_start is not None:
+            self._report_mid_start(framer, to_broker)
         return out
+
+    def _report_mid_start(self, framer: Framer, to_broker: bool) -> None:
+        """One capture_started_mid_message warning per direction whose first bytes were inside a message."""
+        m, framer.mid_start = framer.mid_start, None
+        side = f"request from {self._client_s}" if to_broker else f"response from {self._broker_s}"
+        where = (f"framing resumed at frame {m.resumed_frame}" if m.resumed_frame is not None
+                 else "no frame start found before the stream ended")
+        rep = self.ctx.report
+        rep.warn("capture_started_mid_message", f"frame {m.frame}: capture started mid-message: {side}; {where} "
+                 f"({m.skipped:,} bytes skipped)")
+        rep.mid_message_starts.append(MidMessageStart(
+            self.ctx.file, self.conn, self._client_s, self._broker_s, "request" if to_broker else "response",
+            m.frame, m.resumed_frame, m.skipped))
 
     def _report_damage(self) -> None:
         """One bad_frame_size warning per resync after a size prefix that could not be believed."""
@@ -278,24 +297,10 @@ class KafkaConnection:
         return corr in self._pending_ids
 
     def _scan_responses(self, buf: memoryview, start: int):
-        """Next position where a response to a pending correlation id could start."""
-        end = len(buf)
-        if not self._pending_ids:
-            return None, max(start, end - 7)
+        """Next position where a response frame starts (resync.py): one answering a pending request, or the
+        stream's first byte when the frames from there chain."""
         raw = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)
-        best = None
-        for corr in self._pending_ids:
-            i = raw.find(_I32.pack(corr), start + 4)
-            while i != -1:
-                size = _I32.unpack_from(raw, i - 4)[0]
-                if 4 <= size <= MAX_FRAME:
-                    if best is None or i - 4 < best:
-                        best = i - 4
-                    break
-                i = raw.find(_I32.pack(corr), i + 1)
-        if best is None:
-            return None, max(start, end - 7)
-        return best, best
+        return scan_responses(raw, start, self._pending_ids, self._resp.at_stream_start)
 
     def _on_request(self, fr: Frame) -> None:
         rep = self.ctx.report
@@ -423,9 +428,12 @@ def _client_key(payload) -> bytes:
 
 
 def _request_ids(prefix) -> set[int]:
-    """Correlation ids of the consecutive plausible request frames at the start of `prefix`."""
+    """Correlation ids of the consecutive plausible request frames from the first one in `prefix` (its start,
+    or further on when the capture began inside a request: _scan_plausible skips the rest of that one)."""
     ids: set[int] = set()
-    pos = 0
+    pos = 0 if plausible_request_start(prefix, 0, MAX_FRAME) else _scan_plausible(memoryview(bytes(prefix)), 0)[0]
+    if pos is None:
+        return ids
     while plausible_request_start(prefix, pos, MAX_FRAME):
         ids.add(_I32.unpack_from(prefix, pos + 8)[0])
         pos += 4 + _I32.unpack_from(prefix, pos)[0]
@@ -433,13 +441,15 @@ def _request_ids(prefix) -> set[int]:
 
 
 def _answers(prefix, ids: set[int]) -> bool:
-    """Does the other direction carry a response frame to one of these correlation ids?"""
+    """Does the other direction carry a response frame to one of these correlation ids? Framed from its first
+    byte; unless that framing chains exactly to its end, anywhere in it (resync.py): the capture may have begun
+    inside a response, whose first bytes then read as a size that breaks or runs past the end."""
     pos = 0
     while len(prefix) - pos >= 8:
         size = _I32.unpack_from(prefix, pos)[0]
         if not 4 <= size <= MAX_FRAME:
-            return False
+            break
         if _I32.unpack_from(prefix, pos + 4)[0] in ids:
             return True
         pos += 4 + size
-    return False
+    return pos != len(prefix) and answers_any(bytes(prefix), ids)
