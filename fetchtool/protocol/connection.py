@@ -21,7 +21,7 @@ from .headers import (
     plausible_request_start, response_body_offset,
 )
 from .report import DecodeReport, MidMessageStart
-from .resync import answers_any, scan_responses
+from .resync import answered_ids, scan_first_request, scan_responses
 
 WELL_KNOWN_PORTS = frozenset({9092, 9093, 9094, 9095, 9096, 9097, 9192, 19092, 29092, 39092})
 DETECT_LIMIT = 256 * 1024  # bytes buffered per direction before the broker side must be decided
@@ -149,10 +149,15 @@ class KafkaConnection:
             ids = _request_ids(self._prefix.get(ep, b""))
             if ids:
                 req_ids[ep] = ids
-        for ep, ids in req_ids.items():
-            other = b if ep == a else a
-            if _answers(self._prefix.get(other, b""), ids):
-                return self._decide(client=ep, broker=other)
+        # The side whose requests the other answers is the client. Both can look answered when one side's first
+        # bytes were cut mid-message (a response read as a request, by accident): the side more of whose
+        # requests are answered wins, and a tie waits for more traffic.
+        answered = {ep: _answered(self._prefix.get(b if ep == a else a, b""), ids) for ep, ids in req_ids.items()}
+        best = max(answered.values(), default=0)
+        winners = [ep for ep, n in answered.items() if n == best]
+        if best and len(winners) == 1:
+            (ep,) = winners
+            return self._decide(client=ep, broker=b if ep == a else a)
         full = any(len(p) >= DETECT_LIMIT for p in self._prefix.values()) or len(self._held) > 256
         if not (final or full):
             return False
@@ -255,7 +260,7 @@ class KafkaConnection:
         a candidate must also carry its client id and a correlation id just after its last one, so the bytes
         of a damaged request's body are not taken for phantom requests."""
         if self._client_key is None:
-            return _scan_plausible(buf, start)
+            return scan_first_request(buf.obj if isinstance(buf.obj, bytes) else bytes(buf), start)
         raw = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)
         p = next(self._next_requests(raw, start), None)
         if p is not None:
@@ -428,28 +433,35 @@ def _client_key(payload) -> bytes:
 
 
 def _request_ids(prefix) -> set[int]:
-    """Correlation ids of the consecutive plausible request frames from the first one in `prefix` (its start,
-    or further on when the capture began inside a request: _scan_plausible skips the rest of that one)."""
+    """Correlation ids of the consecutive plausible request frames from the first one in `prefix`: at its start,
+    or further on when the capture began inside a request (resync.py; a candidate still waiting for more bytes
+    counts here: which side answers decides)."""
     ids: set[int] = set()
-    pos = 0 if plausible_request_start(prefix, 0, MAX_FRAME) else _scan_plausible(memoryview(bytes(prefix)), 0)[0]
+    raw = bytes(prefix)
+    found = (0,) if plausible_request_start(raw, 0, MAX_FRAME) else scan_first_request(raw, 0)
+    pos = found[0] if found[0] is not None else (found[1] if len(found) > 2 else None)  # (None, p, need): waits
     if pos is None:
         return ids
-    while plausible_request_start(prefix, pos, MAX_FRAME):
-        ids.add(_I32.unpack_from(prefix, pos + 8)[0])
-        pos += 4 + _I32.unpack_from(prefix, pos)[0]
+    while plausible_request_start(raw, pos, MAX_FRAME):
+        ids.add(_I32.unpack_from(raw, pos + 8)[0])
+        pos += 4 + _I32.unpack_from(raw, pos)[0]
     return ids
 
 
-def _answers(prefix, ids: set[int]) -> bool:
-    """Does the other direction carry a response frame to one of these correlation ids? Framed from its first
-    byte; unless that framing chains exactly to its end, anywhere in it (resync.py): the capture may have begun
-    inside a response, whose first bytes then read as a size that breaks or runs past the end."""
+def _answered(prefix, ids: set[int]) -> int:
+    """How many of these correlation ids the other direction answers: framed from its first byte, or, unless
+    that framing chains exactly to its end, found anywhere in it (resync.py): the capture may have begun inside
+    a response, whose first bytes then read as a size that breaks or runs past the end."""
     pos = 0
+    seen: set[int] = set()
     while len(prefix) - pos >= 8:
         size = _I32.unpack_from(prefix, pos)[0]
         if not 4 <= size <= MAX_FRAME:
             break
-        if _I32.unpack_from(prefix, pos + 4)[0] in ids:
-            return True
+        corr = _I32.unpack_from(prefix, pos + 4)[0]
+        if corr in ids:
+            seen.add(corr)
         pos += 4 + size
-    return pos != len(prefix) and answers_any(bytes(prefix), ids)
+    if seen or pos == len(prefix):
+        return len(seen)
+    return answered_ids(bytes(prefix), ids)

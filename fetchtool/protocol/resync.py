@@ -1,4 +1,5 @@
-"""Where the next response frame starts, in bytes that began mid-message or after lost bytes.
+"""Where the next response frame starts, in bytes that began mid-message or after lost bytes; and where a
+client's first request starts, when its direction began mid-message.
 
 A response is `int32 size` + `int32 correlation id` + the rest, and a broker sends its responses back to back,
 so a true frame start is followed by frames that chain: each size lands exactly on the next header, up to the
@@ -22,9 +23,11 @@ from __future__ import annotations
 from struct import Struct
 
 from .framing import MAX_FRAME
+from .headers import plausible_request_start
 
 WAIT_LIMIT = 8 * 1024 * 1024
 PENDING_LOOKED_AT = 64
+LOOK_PAST = 16 * 1024  # how far past a waiting first-request candidate a better one is looked for
 _I32 = Struct(">i")
 _EXACT, _BROKEN, _SHORT = range(3)
 
@@ -60,16 +63,57 @@ def scan_responses(raw: bytes, start: int, pending: dict[int, int], stream_start
                 nxt[k] = raw.find(k, i + 1)
 
 
-def answers_any(raw: bytes, ids) -> bool:
-    """Does `raw` (one direction's first bytes) hold a response to one of `ids` whose frames do not break?
-    For telling the broker side from the client side: a candidate still short of its end counts."""
-    for k in (_I32.pack(c) for c in ids):
+def scan_first_request(raw: bytes, start: int):
+    """Scanner for a client's first request, in bytes that may begin inside one: a plausible request header
+    (size, known api key and version, client id) whose requests chain exactly to the end of what has arrived.
+    One plausible header is not enough: Produce record data holds byte runs that read as one. A candidate
+    whose chain runs past the end waits for it, unless within LOOK_PAST bytes after it requests chain exactly
+    to the end: then it was record data (it is looked at again with every packet meanwhile, so the request
+    after a cut one is framed with its own packet, before its response arrives)."""
+    end = len(raw)
+    waiting = None
+    for p in range(start, end):
+        if waiting is not None and p > waiting[1] + LOOK_PAST:
+            break
+        ok = plausible_request_start(raw, p, MAX_FRAME)
+        if ok is None:
+            return waiting or (None, p)
+        if not ok:
+            continue
+        kind, _links, need = _request_chain(raw, p, end)
+        if kind == _EXACT:
+            return p, p
+        if kind == _SHORT and waiting is None and need <= WAIT_LIMIT:
+            waiting = None, p, 0
+    return waiting or (None, end)
+
+
+def _request_chain(raw: bytes, p: int, end: int) -> tuple[int, int, int]:
+    """Follow plausible requests from p: (_EXACT, requests, 0) when they end exactly at `end`; (_SHORT,
+    requests, need) when `need` bytes from p are needed to see the next; (_BROKEN, requests, 0) otherwise."""
+    q, links = p, 0
+    while True:
+        q += 4 + _I32.unpack_from(raw, q)[0]
+        links += 1
+        if q == end:
+            return _EXACT, links, 0
+        if q > end or end - q < 14:
+            return _SHORT, links, (q - p if q > end else q + 14 - p)
+        if not plausible_request_start(raw, q, MAX_FRAME):
+            return _BROKEN, links, 0
+
+
+def answered_ids(raw: bytes, ids) -> int:
+    """How many of `ids` `raw` (one direction's first bytes) answers with a response whose frames do not
+    break? For telling the broker side from the client side: a candidate still short of its end counts."""
+    n = 0
+    for c in ids:
+        k = _I32.pack(c)
         i = raw.find(k, 4)
-        while i != -1:
-            if _chain(raw, i - 4, len(raw))[0] != _BROKEN:
-                return True
+        while i != -1 and _chain(raw, i - 4, len(raw))[0] == _BROKEN:
             i = raw.find(k, i + 1)
-    return False
+        n += i != -1
+    return n
 
 
 def _judge(raw: bytes, p: int, end: int, is_pending, on_id: bool):
