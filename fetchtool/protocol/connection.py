@@ -25,6 +25,7 @@ from .resync import answered_ids, scan_first_request, scan_responses
 
 WELL_KNOWN_PORTS = frozenset({9092, 9093, 9094, 9095, 9096, 9097, 9192, 19092, 29092, 39092})
 DETECT_LIMIT = 256 * 1024  # bytes buffered per direction before the broker side must be decided
+DEEP_SCAN = 64 * 1024  # how far into a direction detection looks for a first request past a cut one
 _I32 = Struct(">i")
 _SESSION_APIS = (FETCH, FETCH_SNAPSHOT)
 _NOTHING: tuple = ()  # what most events yield: shared, not a new empty list each time
@@ -131,7 +132,6 @@ class KafkaConnection:
     # -- broker detection ---------------------------------------------------------------------------------
     def _detect(self, final: bool) -> bool:
         ev0 = self._held[0]
-        ends = {ev0.src, ev0.dst}
         a, b = ev0.src, ev0.dst
         ports = self.ctx.ports
         if ports is not None:
@@ -144,21 +144,14 @@ class KafkaConnection:
         for ep, p in self._prefix.items():
             if len(p) >= 2 and p[0] == 0x16 and p[1] == 0x03:
                 return self._not_kafka(f"TLS traffic between {a} and {b} (encrypted Kafka cannot be decoded)")
-        req_ids: dict[Endpoint, set[int]] = {}
-        for ep in ends:
-            ids = _request_ids(self._prefix.get(ep, b""))
-            if ids:
-                req_ids[ep] = ids
-        # The side whose requests the other answers is the client. Both can look answered when one side's first
-        # bytes were cut mid-message (a response read as a request, by accident): the side more of whose
-        # requests are answered wins, and a tie waits for more traffic.
-        answered = {ep: _answered(self._prefix.get(b if ep == a else a, b""), ids) for ep, ids in req_ids.items()}
-        best = max(answered.values(), default=0)
-        winners = [ep for ep, n in answered.items() if n == best]
-        if best and len(winners) == 1:
-            (ep,) = winners
-            return self._decide(client=ep, broker=b if ep == a else a)
         full = any(len(p) >= DETECT_LIMIT for p in self._prefix.values()) or len(self._held) > 256
+        # Requests are looked for past a cut first message only when deciding at last: that scan costs a pass
+        # over the first DEEP_SCAN bytes, not to be repeated with every event held.
+        req_ids, client = self._by_answers(a, b, deep=False)
+        if client is None and (final or full):
+            req_ids, client = self._by_answers(a, b, deep=True)
+        if client is not None:
+            return self._decide(client=client, broker=b if client == a else a)
         if not (final or full):
             return False
         if len(req_ids) == 1:
@@ -177,6 +170,21 @@ class KafkaConnection:
             self.state = "ignored"  # nothing but gaps or no payload: nothing to say
             return False
         return self._not_kafka(f"non-Kafka traffic between {a} and {b} (no plausible request header)")
+
+    def _by_answers(self, a: Endpoint, b: Endpoint, deep: bool):
+        """(each side's request correlation ids, the client side if the answers tell it, else None). The side
+        whose requests the other answers is the client. Both can look answered when one side's first bytes were
+        cut mid-message (a response read as a request, by accident): the side more of whose requests are
+        answered wins, and a tie waits for more traffic."""
+        req_ids: dict[Endpoint, set[int]] = {}
+        for ep in (a, b):
+            ids = _request_ids(self._prefix.get(ep, b""), deep)
+            if ids:
+                req_ids[ep] = ids
+        answered = {ep: _answered(self._prefix.get(b if ep == a else a, b""), ids) for ep, ids in req_ids.items()}
+        best = max(answered.values(), default=0)
+        winners = [ep for ep, n in answered.items() if n == best]
+        return req_ids, (winners[0] if best and len(winners) == 1 else None)
 
     def _decide(self, client: Endpoint, broker: Endpoint) -> bool:
         self.state = "kafka"
@@ -410,36 +418,25 @@ class KafkaConnection:
                 f.skipped_bytes = 0
 
 
-def _scan_plausible(buf: memoryview, start: int):
-    """Next position where a plausible request frame starts (size, known api key and version, client id),
-    for a connection that has shown no request yet. When the buffer already holds where that frame ends, a
-    plausible header must follow there too (or the buffer end): one header-like run of bytes is not enough."""
-    end = len(buf)
-    for p in range(start, end):
-        r = plausible_request_start(buf, p, MAX_FRAME)
-        if r is None:
-            return None, p
-        if r:
-            nxt = p + 4 + _I32.unpack_from(buf, p)[0]
-            if nxt == end or plausible_request_start(buf, nxt, MAX_FRAME) is not False:
-                return p, p
-    return None, end
-
-
 def _client_key(payload) -> bytes:
     """The client id as a request header carries it: int16 length (-1: null) and the bytes."""
     n = int.from_bytes(payload[8:10], "big", signed=True)
     return bytes(payload[8 : 10 + max(n, 0)])
 
 
-def _request_ids(prefix) -> set[int]:
+def _request_ids(prefix, deep: bool) -> set[int]:
     """Correlation ids of the consecutive plausible request frames from the first one in `prefix`: at its start,
-    or further on when the capture began inside a request (resync.py; a candidate still waiting for more bytes
-    counts here: which side answers decides)."""
+    or, when `deep`, further on (within DEEP_SCAN bytes) when the capture began inside a request (resync.py;
+    a candidate still waiting for more bytes counts here: which side answers decides)."""
     ids: set[int] = set()
     raw = bytes(prefix)
-    found = (0,) if plausible_request_start(raw, 0, MAX_FRAME) else scan_first_request(raw, 0)
-    pos = found[0] if found[0] is not None else (found[1] if len(found) > 2 else None)  # (None, p, need): waits
+    if plausible_request_start(raw, 0, MAX_FRAME):
+        pos = 0
+    elif deep:
+        found = scan_first_request(raw[:DEEP_SCAN], 0)
+        pos = found[0] if found[0] is not None else (found[1] if len(found) > 2 else None)  # (None, p, 0): waits
+    else:
+        pos = None
     if pos is None:
         return ids
     while plausible_request_start(raw, pos, MAX_FRAME):

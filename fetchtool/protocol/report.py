@@ -105,7 +105,10 @@ class DecodeReport:
             "gaps": self.gaps,
             "lost_bytes": self.lost_bytes,
             "skipped_bytes": self.skipped_bytes,
-            **({"mid_message_starts": [m.to_dict() for m in self.mid_message_starts]} if self.mid_message_starts else {}),
+            # Only when there are any (the key is new); in capture order, however the engine gathered them.
+            **({"mid_message_starts": [m.to_dict() for m in sorted(
+                self.mid_message_starts, key=lambda m: (m.file, m.frame, m.conn, m.direction))]}
+               if self.mid_message_starts else {}),
             "warnings": {c: {"count": n, "examples": self.warning_examples.get(c, [])}
                          for c, n in _most_frequent_first(self.warnings.items())},
             "client_software": dict(self.client_software),
