@@ -15,7 +15,10 @@ breaks is rejected, and one whose chain is not complete yet makes the scan wait 
 frame's end (and the header after it) has arrived. The search is bounded: a candidate frame longer than
 WAIT_LIMIT is not waited for (a pending correlation id decides it alone), and only the oldest PENDING_LOOKED_AT
 pending correlation ids are searched for (a broker answers in request order, so the oldest comes first).
-Cost per flow: O(bytes x looked-at ids) for the searching, and at most WAIT_LIMIT bytes held per candidate.
+Cost per flow: O(bytes x looked-at ids) per scan, at most WAIT_LIMIT bytes held per candidate, and a candidate
+at the stream's first byte rescanned with every packet only while less than RESCAN_EVERY_PACKET is held (then
+after every quarter more). Known limit: a stream that ends while such a candidate (over RESCAN_EVERY_PACKET
+long) still waits keeps its last quarter unscanned.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from .headers import plausible_request_start
 
 WAIT_LIMIT = 8 * 1024 * 1024
 PENDING_LOOKED_AT = 64
+RESCAN_EVERY_PACKET = 1024 * 1024
 LOOK_PAST = 16 * 1024  # how far past a waiting first-request candidate a better one is looked for
 _I32 = Struct(">i")
 _EXACT, _BROKEN, _SHORT = range(3)
@@ -46,8 +50,9 @@ def scan_responses(raw: bytes, start: int, pending: dict[int, int], stream_start
             if verdict[0] is not None or end < 8 or is_pending(_I32.unpack_from(raw, 4)[0]):
                 return verdict
             # A response to a pending request whose frames chain beats it: the capture began inside a message.
-            # Requests arrive meanwhile, so it is looked at again with every packet (need 0), not only at its end.
-            first_wait = None, 0, 0
+            # Requests arrive meanwhile, so it is looked at again before its end: with every packet while less
+            # than RESCAN_EVERY_PACKET is held, then after every quarter more bytes (a bounded number of rescans).
+            first_wait = None, 0, (0 if end < RESCAN_EVERY_PACKET else min(verdict[2], end + end // 4))
     while True:
         live = [i for i in nxt.values() if i != -1]
         if not live:
