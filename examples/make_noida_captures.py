@@ -12,7 +12,8 @@ activity`: it lists each kind of request it saw, not every request). captures/no
 are rewritten from what fetchtool decodes in each capture: Fetch versions, fetch count and rate, the (session id,
 epoch) the client sent, the session ids the broker answered with.
 
-Peers: FETCHTOOL_NOIDA (else /opt/noida-db/noida-db; tools/install_noida.sh), tcpdump, Node 22 and
+Peers: FETCHTOOL_NOIDA (else /opt/noida-db/noida-db; tools/install_noida.sh), tcpdump, Apache Kafka 4.3.1's
+jars for the Java consumer (FETCHTOOL_KAFKA_LIBS; tools/install_kafka.sh), Node 22 and
 @platformatic/kafka (FETCHTOOL_NODE_PREFIX, else /opt/fetchtool-node; tools/install_node.sh) for the Node client.
 """
 
@@ -31,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tools")]
 
-from kafka_peer import LoopbackCapture  # noqa: E402
+from kafka_peer import KAFKA_VERSION, LoopbackCapture, run_java_tool  # noqa: E402
 from noida_peer import Noida  # noqa: E402
 
 from fetchtool.decoder import decode_capture  # noqa: E402
@@ -128,12 +129,21 @@ def platformatic(bootstrap: str, seconds: float) -> int:
     return len(out.stdout.splitlines())
 
 
+def java(bootstrap: str, seconds: float) -> int:
+    """Kafka's own ConsoleConsumer on partition 0: it exits once no record came for `seconds`."""
+    out = run_java_tool(["org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", bootstrap,
+                         "--topic", TOPIC, "--partition", "0", "--offset", "earliest", "--timeout-ms",
+                         str(int(seconds * 1000)), "--command-property", "client.id=java-noida"], timeout_s=120)
+    return len(out.splitlines())
+
+
 CLIENTS = {
     # name: (runner, seconds of polling, client and version)
     "kafka-python-noida": (kafka_python, 0.8, lambda: f"kafka-python {version('kafka-python')}"),
     "confluent-kafka-noida": (confluent_kafka, 0.02, lambda: f"confluent-kafka {version('confluent-kafka')} "
                               f"(librdkafka {__import__('confluent_kafka').libversion()[0]})"),
     "aiokafka-noida": (aiokafka, 0.25, lambda: f"aiokafka {version('aiokafka')}"),
+    "java-noida": (java, 0.5, lambda: f"Java ConsoleConsumer (kafka-clients {KAFKA_VERSION})"),
     "platformatic-noida": (platformatic, 2, lambda: "@platformatic/kafka " + json.loads(
         (NODE_PREFIX / "platformatic-new" / "package.json").read_text())["version"]),
 }
@@ -146,6 +156,9 @@ NOTES = {
     "confluent-kafka-noida": "librdkafka fetches back to back (no session: (0, -1)); noida-db's instant answers "
                              "make it the fastest fetcher here, hence the shortest polling window.",
     "aiokafka-noida": "aiokafka fetches without a session ((0, -1)), back to back.",
+    "java-noida": "The Java consumer asks for a session with (0, 0) on every Fetch v12 and, on closing, sends "
+                  "one Fetch v13 (0, -1) with no partitions (the session close); it reads partition 0 only "
+                  "(4 records) and exits 0.5 s after the last.",
     "platformatic-noida": "@platformatic/kafka fetches with Fetch v13, by topic id; noida-db's Metadata v12 gives "
                           "every topic the all-zero id, and it answers every partition with error 3 "
                           "(UNKNOWN_TOPIC_OR_PARTITION): the group consumer joins, reads no record and fetches "
@@ -222,7 +235,7 @@ def readme(entries: list[dict]) -> str:
         "Looked for and not seen: against brokers that never create sessions, an incremental request (session id "
         "!= 0, epoch > 0) answered with session id 0 and no error. None of these clients (nor @platformatic/kafka "
         "2.12.1 against tansu 0.6.0) sent a session id other than 0: each starts from (0, 0) or (0, -1) and, "
-        "answered with session id 0, stays there.",
+        "answered with session id 0, stays there (the Java consumer's one (0, -1) is its session close).",
     ]
     return "\n".join(lines) + "\n"
 
