@@ -6,6 +6,7 @@ Where the peers come from (see tools/):
   Kafka 4.3.1 env FETCHTOOL_KAFKA_LIBS, else /opt/kafka431/libs, and java on PATH   (tools/install_kafka.sh)
   Node 22     env FETCHTOOL_NODE_PREFIX, else /opt/fetchtool-node: node and @platformatic/kafka 2.2.3 and 2.12+
                                                                          (tools/install_node.sh)
+  noida-db    env FETCHTOOL_NOIDA, else /opt/noida-db/noida-db   (tools/install_noida.sh)
 
 Tests marked @pytest.mark.tshark / @pytest.mark.tansu are skipped with the reason when their peer is missing,
 except when the environment variable CI is set: then a missing peer FAILS the test, so CI cannot go green by
@@ -36,6 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))  # kafka_peer: the Apache Kafka launcher shared with examples/
 
 import kafka_peer  # noqa: E402
+import noida_peer  # noqa: E402
 
 TSHARK_DEFAULT = "/opt/tshark44/tshark"
 TANSU_DEFAULT = "/opt/tansu/tansu"
@@ -164,13 +166,28 @@ def _locate_node() -> Peer:
     return Peer("Node 22", clients.node, line, None)
 
 
-PEER_MARKERS = ("tshark", "tansu", "kafka", "node")
+def _locate_noida() -> Peer:
+    path = noida_peer.noida_binary()
+    hint = "set FETCHTOOL_NOIDA or run tools/install_noida.sh"
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        return Peer("noida-db", None, None, f"{path} is not an executable file; {hint}")
+    try:  # `noida-db version`, not --version; a GLIBC warning on stderr is expected on Debian 12
+        proc = subprocess.run([path, "version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Peer("noida-db", path, None, f"{path} version failed: {exc}; {hint}")
+    line = (proc.stdout.strip().splitlines() or [""])[0]
+    if line != noida_peer.NOIDA_VERSION:
+        return Peer("noida-db", path, line, f"{path} version said {line!r}, need {noida_peer.NOIDA_VERSION!r}; {hint}")
+    return Peer("noida-db", path, line.split()[-1], None)
+
+
+PEER_MARKERS = ("tshark", "tansu", "kafka", "node", "noida")
 
 
 def _peer(marker: str) -> Peer:
     if marker not in _PEERS:
         _PEERS[marker] = {"tshark": _locate_tshark, "tansu": _locate_tansu, "kafka": _locate_kafka,
-                          "node": _locate_node}[marker]()
+                          "node": _locate_node, "noida": _locate_noida}[marker]()
     return _PEERS[marker]
 
 
@@ -205,6 +222,21 @@ def node_clients() -> NodeClients:
     """Node 22 and @platformatic/kafka 2.2.3 / 2.12+ (skips, or fails under CI, when not installed)."""
     _peer("node").require()
     return _node_clients()
+
+
+@pytest.fixture
+def noida_broker() -> Iterator[noida_peer.Noida]:
+    """A fresh noida-db (Kafka only, its own data folder) on 127.0.0.1 and a free port, stopped when the test ends."""
+    _peer("noida").require()
+    broker = noida_peer.Noida()
+    try:
+        broker.start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The real peers fetchtool is checked against actually work here: tshark 4.4 and the tansu broker."""
+"""The real peers fetchtool is checked against actually work here: tshark 4.4, the tansu broker and noida-db."""
 
 from __future__ import annotations
 
@@ -107,17 +107,44 @@ def test_tansu_broker_rejects_a_duplicate_topic(tansu_broker):
         tansu_broker.create_topic("twice")
 
 
+@pytest.mark.noida
+def test_noida_serves_kafka_records_back_to_kafka_python(noida_broker):
+    # The noida-db the tests use answers as a Kafka broker (and `noida-db version` named 0.2.3: the marker checked).
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=noida_broker.bootstrap)
+    admin.create_topics([NewTopic("peer-check", 1, 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=noida_broker.bootstrap)
+    producer.send("peer-check", key=b"k", value=b"v", partition=0).get(timeout=10)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=noida_broker.bootstrap, enable_auto_commit=False)
+    consumer.assign([TopicPartition("peer-check", 0)])
+    consumer.seek_to_beginning()
+    got = []
+    for _ in range(50):
+        got += [(r.key, r.value) for recs in consumer.poll(timeout_ms=100).values() for r in recs]
+        if got:
+            break
+    consumer.close()
+    assert got == [(b"k", b"v")]
+
+
+@pytest.mark.parametrize("peer, variable, test", [
+    ("tansu", "FETCHTOOL_TANSU", "test_tansu_broker_rejects_a_duplicate_topic"),
+    ("noida", "FETCHTOOL_NOIDA", "test_noida_serves_kafka_records_back_to_kafka_python"),
+])
 @pytest.mark.parametrize("ci, outcome, exit_code", [("", "1 skipped", 0), ("1", "1 error", 1)])
-def test_missing_peer_skips_locally_but_fails_under_ci(ci, outcome, exit_code):
-    env = {**os.environ, "FETCHTOOL_TANSU": "/nonexistent/tansu", "CI": ci}
+def test_missing_peer_skips_locally_but_fails_under_ci(peer, variable, test, ci, outcome, exit_code):
+    env = {**os.environ, variable: f"/nonexistent/{peer}", "CI": ci}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-         "tests/test_peers.py::test_tansu_broker_rejects_a_duplicate_topic"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", f"tests/test_peers.py::{test}"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
     )
     assert outcome in proc.stdout, proc.stdout[-2000:]
     assert proc.returncode == exit_code
-    assert "/nonexistent/tansu" in proc.stdout
+    assert f"/nonexistent/{peer}" in proc.stdout
 
 
 def test_ci_runs_exactly_the_readme_test_command():

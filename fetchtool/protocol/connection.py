@@ -20,10 +20,12 @@ from .headers import (
     API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, HeaderError, parse_request_header,
     plausible_request_start, response_body_offset,
 )
-from .report import DecodeReport
+from .report import DecodeReport, MidMessageStart
+from .resync import answered_ids, scan_first_request, scan_responses
 
 WELL_KNOWN_PORTS = frozenset({9092, 9093, 9094, 9095, 9096, 9097, 9192, 19092, 29092, 39092})
 DETECT_LIMIT = 256 * 1024  # bytes buffered per direction before the broker side must be decided
+DEEP_SCAN = 64 * 1024  # how far into a direction detection looks for a first request past a cut one
 _I32 = Struct(">i")
 _SESSION_APIS = (FETCH, FETCH_SNAPSHOT)
 _NOTHING: tuple = ()  # what most events yield: shared, not a new empty list each time
@@ -121,6 +123,8 @@ class KafkaConnection:
         self._pending_ids.clear()
         for f in (self._req, self._resp):
             f.end()
+            if f.mid_start is not None:
+                self._report_mid_start(f, f is self._req)
         self._report_damage()
         self._count_framer_skips()
         return out
@@ -128,7 +132,6 @@ class KafkaConnection:
     # -- broker detection ---------------------------------------------------------------------------------
     def _detect(self, final: bool) -> bool:
         ev0 = self._held[0]
-        ends = {ev0.src, ev0.dst}
         a, b = ev0.src, ev0.dst
         ports = self.ctx.ports
         if ports is not None:
@@ -141,16 +144,14 @@ class KafkaConnection:
         for ep, p in self._prefix.items():
             if len(p) >= 2 and p[0] == 0x16 and p[1] == 0x03:
                 return self._not_kafka(f"TLS traffic between {a} and {b} (encrypted Kafka cannot be decoded)")
-        req_ids: dict[Endpoint, set[int]] = {}
-        for ep in ends:
-            ids = _request_ids(self._prefix.get(ep, b""))
-            if ids:
-                req_ids[ep] = ids
-        for ep, ids in req_ids.items():
-            other = b if ep == a else a
-            if _answers(self._prefix.get(other, b""), ids):
-                return self._decide(client=ep, broker=other)
         full = any(len(p) >= DETECT_LIMIT for p in self._prefix.values()) or len(self._held) > 256
+        # Requests are looked for past a cut first message only when deciding at last: that scan costs a pass
+        # over the first DEEP_SCAN bytes, not to be repeated with every event held.
+        req_ids, client = self._by_answers(a, b, deep=False)
+        if client is None and (final or full):
+            req_ids, client = self._by_answers(a, b, deep=True)
+        if client is not None:
+            return self._decide(client=client, broker=b if client == a else a)
         if not (final or full):
             return False
         if len(req_ids) == 1:
@@ -170,13 +171,29 @@ class KafkaConnection:
             return False
         return self._not_kafka(f"non-Kafka traffic between {a} and {b} (no plausible request header)")
 
+    def _by_answers(self, a: Endpoint, b: Endpoint, deep: bool):
+        """(each side's request correlation ids, the client side if the answers tell it, else None). The side
+        whose requests the other answers is the client. Both can look answered when one side's first bytes were
+        cut mid-message (a response read as a request, by accident): the side more of whose requests are
+        answered wins, and a tie waits for more traffic."""
+        req_ids: dict[Endpoint, set[int]] = {}
+        for ep in (a, b):
+            ids = _request_ids(self._prefix.get(ep, b""), deep)
+            if ids:
+                req_ids[ep] = ids
+        answered = {ep: _answered(self._prefix.get(b if ep == a else a, b""), ids) for ep, ids in req_ids.items()}
+        best = max(answered.values(), default=0)
+        winners = [ep for ep, n in answered.items() if n == best]
+        return req_ids, (winners[0] if best and len(winners) == 1 else None)
+
     def _decide(self, client: Endpoint, broker: Endpoint) -> bool:
         self.state = "kafka"
         self.client, self.broker = client, broker
         self._client_s, self._broker_s = str(client), str(broker)
         self.ctx.report.kafka_connections += 1
         self._req = Framer(self._scan_requests, synced=False, min_size=8)
-        self._resp = Framer(self._scan_responses, synced=True, min_size=4)
+        # Unsynced too: a connection seen without its SYN may begin inside a response (resync.py decides).
+        self._resp = Framer(self._scan_responses, synced=False, min_size=4)
         return True
 
     def _not_kafka(self, message: str) -> bool:
@@ -219,7 +236,22 @@ class KafkaConnection:
             out = [found for fr in frames for found in self._on_response(fr)]
         if framer.damage:
             self._report_damage()
+        if framer.mid_start is not None:
+            self._report_mid_start(framer, to_broker)
         return out
+
+    def _report_mid_start(self, framer: Framer, to_broker: bool) -> None:
+        """One capture_started_mid_message warning per direction whose first bytes were inside a message."""
+        m, framer.mid_start = framer.mid_start, None
+        side = f"request from {self._client_s}" if to_broker else f"response from {self._broker_s}"
+        where = (f"framing resumed at frame {m.resumed_frame}" if m.resumed_frame is not None
+                 else "no frame start found before the stream ended")
+        rep = self.ctx.report
+        rep.warn("capture_started_mid_message", f"frame {m.frame}: capture started mid-message: {side}; {where} "
+                 f"({m.skipped:,} bytes skipped)")
+        rep.mid_message_starts.append(MidMessageStart(
+            self.ctx.file, self.conn, self._client_s, self._broker_s, "request" if to_broker else "response",
+            m.frame, m.resumed_frame, m.skipped))
 
     def _report_damage(self) -> None:
         """One bad_frame_size warning per resync after a size prefix that could not be believed."""
@@ -236,7 +268,7 @@ class KafkaConnection:
         a candidate must also carry its client id and a correlation id just after its last one, so the bytes
         of a damaged request's body are not taken for phantom requests."""
         if self._client_key is None:
-            return _scan_plausible(buf, start)
+            return scan_first_request(buf.obj if isinstance(buf.obj, bytes) else bytes(buf), start)
         raw = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)
         p = next(self._next_requests(raw, start), None)
         if p is not None:
@@ -278,24 +310,10 @@ class KafkaConnection:
         return corr in self._pending_ids
 
     def _scan_responses(self, buf: memoryview, start: int):
-        """Next position where a response to a pending correlation id could start."""
-        end = len(buf)
-        if not self._pending_ids:
-            return None, max(start, end - 7)
+        """Next position where a response frame starts (resync.py): one answering a pending request, or the
+        stream's first byte when the frames from there chain."""
         raw = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)
-        best = None
-        for corr in self._pending_ids:
-            i = raw.find(_I32.pack(corr), start + 4)
-            while i != -1:
-                size = _I32.unpack_from(raw, i - 4)[0]
-                if 4 <= size <= MAX_FRAME:
-                    if best is None or i - 4 < best:
-                        best = i - 4
-                    break
-                i = raw.find(_I32.pack(corr), i + 1)
-        if best is None:
-            return None, max(start, end - 7)
-        return best, best
+        return scan_responses(raw, start, self._pending_ids, self._resp.at_stream_start)
 
     def _on_request(self, fr: Frame) -> None:
         rep = self.ctx.report
@@ -401,46 +419,47 @@ class KafkaConnection:
                 f.skipped_bytes = 0
 
 
-def _scan_plausible(buf: memoryview, start: int):
-    """Next position where a plausible request frame starts (size, known api key and version, client id),
-    for a connection that has shown no request yet. When the buffer already holds where that frame ends, a
-    plausible header must follow there too (or the buffer end): one header-like run of bytes is not enough."""
-    end = len(buf)
-    for p in range(start, end):
-        r = plausible_request_start(buf, p, MAX_FRAME)
-        if r is None:
-            return None, p
-        if r:
-            nxt = p + 4 + _I32.unpack_from(buf, p)[0]
-            if nxt == end or plausible_request_start(buf, nxt, MAX_FRAME) is not False:
-                return p, p
-    return None, end
-
-
 def _client_key(payload) -> bytes:
     """The client id as a request header carries it: int16 length (-1: null) and the bytes."""
     n = int.from_bytes(payload[8:10], "big", signed=True)
     return bytes(payload[8 : 10 + max(n, 0)])
 
 
-def _request_ids(prefix) -> set[int]:
-    """Correlation ids of the consecutive plausible request frames at the start of `prefix`."""
+def _request_ids(prefix, deep: bool) -> set[int]:
+    """Correlation ids of the consecutive plausible request frames from the first one in `prefix`: at its start,
+    or, when `deep`, further on (within DEEP_SCAN bytes) when the capture began inside a request (resync.py;
+    a candidate still waiting for more bytes counts here: which side answers decides)."""
     ids: set[int] = set()
-    pos = 0
-    while plausible_request_start(prefix, pos, MAX_FRAME):
-        ids.add(_I32.unpack_from(prefix, pos + 8)[0])
-        pos += 4 + _I32.unpack_from(prefix, pos)[0]
+    raw = bytes(prefix)
+    if plausible_request_start(raw, 0, MAX_FRAME):
+        pos = 0
+    elif deep:
+        found = scan_first_request(raw[:DEEP_SCAN], 0)
+        pos = found[0] if found[0] is not None else (found[1] if len(found) > 2 else None)  # (None, p, 0): waits
+    else:
+        pos = None
+    if pos is None:
+        return ids
+    while plausible_request_start(raw, pos, MAX_FRAME):
+        ids.add(_I32.unpack_from(raw, pos + 8)[0])
+        pos += 4 + _I32.unpack_from(raw, pos)[0]
     return ids
 
 
-def _answers(prefix, ids: set[int]) -> bool:
-    """Does the other direction carry a response frame to one of these correlation ids?"""
+def _answered(prefix, ids: set[int]) -> int:
+    """How many of these correlation ids the other direction answers: framed from its first byte, or, unless
+    that framing chains exactly to its end, found anywhere in it (resync.py): the capture may have begun inside
+    a response, whose first bytes then read as a size that breaks or runs past the end."""
     pos = 0
+    seen: set[int] = set()
     while len(prefix) - pos >= 8:
         size = _I32.unpack_from(prefix, pos)[0]
         if not 4 <= size <= MAX_FRAME:
-            return False
-        if _I32.unpack_from(prefix, pos + 4)[0] in ids:
-            return True
+            break
+        corr = _I32.unpack_from(prefix, pos + 4)[0]
+        if corr in ids:
+            seen.add(corr)
         pos += 4 + size
-    return False
+    if seen or pos == len(prefix):
+        return len(seen)
+    return answered_ids(bytes(prefix), ids)

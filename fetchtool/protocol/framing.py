@@ -15,6 +15,11 @@ a size beyond socket.request.max.bytes) is the one place where the framer alone 
 frame starts. Each such resync is reported in `damage` (where the bad prefix was, where framing resumed) for
 the connection to warn about, and `reframe()` lets the connection reject a size the other direction has since
 proved wrong (the broker answered a request that the pending frame would still be swallowing).
+
+A framer that starts unsynced (a connection seen without its SYN: the capture may begin inside a message) scans
+for its first frame start like any resync; bytes it skips before that first frame are reported once, in
+`mid_start`, as a capture that began mid-message, never as a bad size. While it scans, it remembers which packet
+delivered which bytes, so frames found in bytes held back for a scanner's decision keep their own packet's frame.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ MAX_FRAME = 256 * 1024 * 1024  # larger sizes are noise: Kafka's socket.request.
 _SIZE = Struct(">i")
 _NO_FRAMES: tuple = ()
 
-# scanner(buf, start) -> (frame start or None, keep_from). With None, bytes from keep_from on must be kept
-# because a frame may start there once more bytes arrive; everything before it is skipped.
+# scanner(buf, start) -> (frame start or None, keep_from[, need]). With None, bytes from keep_from on must be kept
+# because a frame may start there once more bytes arrive; everything before it is skipped. The optional `need`
+# (bytes from keep_from) says how many the scanner must see before it can decide: the framer does not call it
+# again sooner, so waiting for a long candidate frame costs nothing per packet.
 Scanner = Callable[[memoryview, int], "tuple[int | None, int]"]
 
 
@@ -45,6 +52,14 @@ class Damage(NamedTuple):
     size: int  # the size the prefix claimed
     resumed_frame: int | None  # packet where framing resumed (None: not before the stream ended)
     skipped: int  # bytes discarded between the bad prefix and the resumed frame start
+
+
+class MidStart(NamedTuple):
+    """The stream began inside a message: bytes before the first frame start found were skipped."""
+
+    frame: int  # capture frame of the first packet of the stream
+    resumed_frame: int | None  # packet where the first frame starts (None: none found before the stream ended)
+    skipped: int  # bytes skipped before that frame start
 
 
 class Framer:
@@ -65,6 +80,11 @@ class Framer:
         self._first_frame = 0  # packet that delivered the first buffered byte
         self._last = (0, 0.0)  # (frame, ts) of the last packet fed
         self._bad: tuple[int, int, int] | None = None  # (frame, size, skipped_bytes then) of the last bad size
+        self.mid_start: MidStart | None = None  # set once, when an unsynced stream's first frame start is found
+        self._opening = not synced  # an unsynced stream before its first frame start: skipped bytes = mid-message
+        self._lead: int | None = None  # that stream's first packet
+        # (buffer offset where a packet's bytes end, frame, ts) while resyncing: dates frames in held-back bytes
+        self._marks: list[tuple[int, int, float]] = []
 
     @property
     def buffered(self) -> int:
@@ -101,12 +121,21 @@ class Framer:
             return _NO_FRAMES
         if not self._have:
             self._first_frame = frame
+        if self._opening and self._lead is None:
+            self._lead = frame  # the stream's first packet, for a mid-message start
         self._last = (frame, ts)
         self._chunks.append(data)
         self._have += len(data)
+        if self.resyncing:
+            self._marks.append((self._have, frame, ts))
         if self._have < self._need:
             return _NO_FRAMES  # mid-frame: most segments of a large response end here
         return self._parse(0, len(data), frame, ts)
+
+    @property
+    def at_stream_start(self) -> bool:
+        """Is nothing consumed yet of an unsynced stream (the scanner is looking at its very first byte)?"""
+        return self._opening and not self.skipped_bytes
 
     def pending_frame(self) -> bool:
         """Is a frame started (its size read) but not complete?"""
@@ -131,6 +160,9 @@ class Framer:
 
     def end(self) -> None:
         """The stream ended: a resync still looking for its frame start is reported unresumed."""
+        if self._opening and self._lead is not None and self.skipped_bytes + self._have:
+            self.mid_start = MidStart(self._lead, None, self.skipped_bytes + self._have)
+        self._opening = False
         if self._bad is not None and self.resyncing:
             bad_frame, size, mark = self._bad
             self.damage.append(Damage(bad_frame, size, None, self.skipped_bytes + self._have - mark))
@@ -150,15 +182,21 @@ class Framer:
         unpack = _SIZE.unpack_from
         while True:
             if self.resyncing:
-                start, keep = self._scanner(buf, pos)
+                found = self._scanner(buf, pos)
+                start, keep = found[0], found[1]
                 if start is None:
                     self.skipped_bytes += keep - pos
                     pos = keep
-                    self._need = end - pos + 1  # rescan once more bytes arrive
+                    # rescan once more bytes arrive (as many as the scanner said it needs)
+                    self._need = max(end - pos + 1, found[2] if len(found) > 2 else 0)
                     break
                 self.skipped_bytes += start - pos
                 pos = start
                 self.resyncing = False
+                if self._opening:
+                    self._opening = False
+                    if self.skipped_bytes:
+                        self.mid_start = MidStart(self._lead, self._date(pos + 4, frame), self.skipped_bytes)
                 if self._bad is not None:
                     bad_frame, size, mark = self._bad
                     self._bad = None
@@ -177,9 +215,15 @@ class Framer:
             if stop > end:
                 self._need = stop - pos
                 break
-            out.append(Frame(buf[pos + 4 : stop], frame, ts, size + 4))
+            if self._marks:
+                out.append(Frame(buf[pos + 4 : stop], *self._dated(stop, frame, ts), size + 4))
+            else:
+                out.append(Frame(buf[pos + 4 : stop], frame, ts, size + 4))
             pos = stop
         self.frames += len(out)
+        if self._marks:
+            # Only a resync still under way needs dates; offsets move with the bytes consumed.
+            self._marks = [(e - pos, f, t) for e, f, t in self._marks if e > pos] if self.resyncing else []
         rest = end - pos
         if rest:
             # Keep only the unconsumed tail (at most one partial frame), as its own piece.
@@ -191,6 +235,16 @@ class Framer:
         self._have = rest
         return out
 
+    def _dated(self, stop: int, frame: int, ts: float) -> tuple[int, float]:
+        """(frame, ts) of the packet that delivered buffer byte `stop - 1` (the current packet if unknown)."""
+        for e, f, t in self._marks:
+            if e >= stop:
+                return f, t
+        return frame, ts
+
+    def _date(self, stop: int, frame: int) -> int:
+        return self._dated(stop, frame, 0.0)[0]
+
     def _join(self) -> bytes:
         chunks = self._chunks
         if len(chunks) == 1:
@@ -201,6 +255,7 @@ class Framer:
         return joined
 
     def _clear(self) -> None:
+        self._marks = []
         self._chunks = []
         self._have = 0
         self._need = 4

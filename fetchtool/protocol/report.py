@@ -13,6 +13,26 @@ EXAMPLES_PER_WARNING = 3
 NAMES_EACH_EXAMPLE = frozenset({"unreadable_file"})
 
 
+@dataclass(frozen=True, slots=True)
+class MidMessageStart:
+    """One direction of a connection whose captured bytes began inside a message (the capture started while
+    it was on the wire): CAPTURE_GAP material, not damage. Its bytes before `resumed_frame` were skipped."""
+
+    file: str
+    conn: int
+    client: str
+    broker: str
+    direction: str  # "request" | "response"
+    frame: int  # first packet of that direction
+    resumed_frame: int | None  # packet where the first whole message starts (None: none before the end)
+    skipped_bytes: int
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "conn": self.conn, "client": self.client, "broker": self.broker,
+                "direction": self.direction, "frame": self.frame, "resumed_frame": self.resumed_frame,
+                "skipped_bytes": self.skipped_bytes}
+
+
 @dataclass
 class DecodeReport:
     files: list[str] = field(default_factory=list)
@@ -27,6 +47,8 @@ class DecodeReport:
     gaps: int = 0
     lost_bytes: int = 0
     skipped_bytes: int = 0  # stream bytes not framed (resynchronisation, cut frames)
+    # Directions whose capture began inside a message, one entry each (their skipped bytes are in skipped_bytes)
+    mid_message_starts: list[MidMessageStart] = field(default_factory=list)
     warnings: Counter = field(default_factory=Counter)  # code -> count
     warning_examples: dict[str, list[str]] = field(default_factory=dict)
     client_software: dict[str, str] = field(default_factory=dict)  # client "ip:port" -> "name/version"
@@ -56,6 +78,7 @@ class DecodeReport:
                      "orphan_responses", "gaps", "lost_bytes", "skipped_bytes"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.requests.update(other.requests)
+        self.mid_message_starts.extend(other.mid_message_starts)
         for code, n in other.warnings.items():
             self.warnings[code] += n
             examples = self.warning_examples.setdefault(code, [])
@@ -86,6 +109,10 @@ class DecodeReport:
             "gaps": self.gaps,
             "lost_bytes": self.lost_bytes,
             "skipped_bytes": self.skipped_bytes,
+            # Only when there are any (the key is new); in capture order, however the engine gathered them.
+            **({"mid_message_starts": [m.to_dict() for m in sorted(
+                self.mid_message_starts, key=lambda m: (m.file, m.frame, m.conn, m.direction))]}
+               if self.mid_message_starts else {}),
             "warnings": {c: {"count": n, "examples": self.warning_examples.get(c, [])}
                          for c, n in _most_frequent_first(self.warnings.items())},
             "client_software": dict(self.client_software),
@@ -104,6 +131,9 @@ class DecodeReport:
         if self.gaps:
             out.append(f"capture gaps: {self.gaps:,} ({self.lost_bytes:,} bytes lost, "
                        f"{self.skipped_bytes:,} bytes skipped to resynchronise)")
+        if self.mid_message_starts:
+            out.append(f"capture started mid-message on {len(self.mid_message_starts):,} connection direction(s) "
+                       f"({sum(m.skipped_bytes for m in self.mid_message_starts):,} bytes skipped)")
         for (k, v), n in sorted(self.requests.items()):
             out.append(f"  {api_name(k)} v{v} (key {k}): {n:,} requests")
         for sw_client, sw in sorted(self.client_software.items()):

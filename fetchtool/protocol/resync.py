@@ -1,0 +1,155 @@
+"""Where the next response frame starts, in bytes that began mid-message or after lost bytes; and where a
+client's first request starts, when its direction began mid-message.
+
+A response is `int32 size` + `int32 correlation id` + the rest, and a broker sends its responses back to back,
+so a true frame start is followed by frames that chain: each size lands exactly on the next header, up to the
+end of what has arrived. A candidate position is believed when
+
+- its correlation id answers a request pending on the connection and the frames from it chain, or
+- it is the very first byte of the stream (a capture that began between two messages, e.g. the response to a
+  request sent before the capture) and the frames from it chain to the end of what has arrived, and no
+  response to a pending request is found chaining inside what would be its first frame.
+
+Record data is full of small integers that look like a size and a correlation id, so a candidate whose chain
+breaks is rejected, and one whose chain is not complete yet makes the scan wait (the bytes are kept) until the
+frame's end (and the header after it) has arrived. The search is bounded: a candidate frame longer than
+WAIT_LIMIT is not waited for (a pending correlation id decides it alone), and only the oldest PENDING_LOOKED_AT
+pending correlation ids are searched for (a broker answers in request order, so the oldest comes first).
+Cost per flow: O(bytes x looked-at ids) per scan, at most WAIT_LIMIT bytes held per candidate, and a candidate
+at the stream's first byte rescanned with every packet only while less than RESCAN_EVERY_PACKET is held (then
+after every quarter more). Known limit: a stream that ends while such a candidate (over RESCAN_EVERY_PACKET
+long) still waits keeps its last quarter unscanned.
+"""
+
+from __future__ import annotations
+
+from struct import Struct
+
+from .framing import MAX_FRAME
+from .headers import plausible_request_start
+
+WAIT_LIMIT = 8 * 1024 * 1024
+PENDING_LOOKED_AT = 64
+RESCAN_EVERY_PACKET = 1024 * 1024
+LOOK_PAST = 16 * 1024  # how far past a waiting first-request candidate a better one is looked for
+_I32 = Struct(">i")
+_EXACT, _BROKEN, _SHORT = range(3)
+
+
+def scan_responses(raw: bytes, start: int, pending: dict[int, int], stream_start: bool):
+    """Scanner for framing.Framer: (frame start, same) when one is believed; (None, keep) when none is in
+    sight; (None, candidate, need) when a candidate waits for `need` bytes from it."""
+    end = len(raw)
+    is_pending = pending.__contains__
+    ids = [_I32.pack(c) for c in list(pending)[:PENDING_LOOKED_AT]]
+    nxt = {k: raw.find(k, start + 4) for k in ids}
+    first_wait = None  # the stream's first byte, waiting for its frame's end without a pending id behind it
+    if stream_start and start == 0:
+        verdict = _judge(raw, 0, end, is_pending, on_id=False)
+        if verdict is not None:
+            if verdict[0] is not None or end < 8 or is_pending(_I32.unpack_from(raw, 4)[0]):
+                return verdict
+            # A response to a pending request whose frames chain beats it: the capture began inside a message.
+            # Requests arrive meanwhile, so it is looked at again before its end: with every packet while less
+            # than RESCAN_EVERY_PACKET is held, then after every quarter more bytes (a bounded number of rescans).
+            first_wait = None, 0, (0 if end < RESCAN_EVERY_PACKET else min(verdict[2], end + end // 4))
+    while True:
+        live = [i for i in nxt.values() if i != -1]
+        if not live:
+            return first_wait or (None, max(start, end - 7))
+        i = min(live)
+        verdict = _judge(raw, i - 4, end, is_pending, on_id=True)
+        if verdict is not None:
+            if verdict[0] is not None or first_wait is None:
+                return verdict
+            return first_wait
+        for k, at in nxt.items():
+            if at == i:
+                nxt[k] = raw.find(k, i + 1)
+
+
+def scan_first_request(raw: bytes, start: int):
+    """Scanner for a client's first request, in bytes that may begin inside one: a plausible request header
+    (size, known api key and version, client id) whose requests chain exactly to the end of what has arrived.
+    One plausible header is not enough: Produce record data holds byte runs that read as one. A candidate
+    whose chain runs past the end waits for it, unless within LOOK_PAST bytes after it requests chain exactly
+    to the end: then it was record data (it is looked at again with every packet meanwhile, so the request
+    after a cut one is framed with its own packet, before its response arrives)."""
+    end = len(raw)
+    waiting = None
+    for p in range(start, end):
+        if waiting is not None and p > waiting[1] + LOOK_PAST:
+            break
+        ok = plausible_request_start(raw, p, MAX_FRAME)
+        if ok is None:
+            return waiting or (None, p)
+        if not ok:
+            continue
+        kind, _links, need = _request_chain(raw, p, end)
+        if kind == _EXACT:
+            return p, p
+        if kind == _SHORT and waiting is None and need <= WAIT_LIMIT:
+            waiting = None, p, 0
+    return waiting or (None, end)
+
+
+def _request_chain(raw: bytes, p: int, end: int) -> tuple[int, int, int]:
+    """Follow plausible requests from p: (_EXACT, requests, 0) when they end exactly at `end`; (_SHORT,
+    requests, need) when `need` bytes from p are needed to see the next; (_BROKEN, requests, 0) otherwise."""
+    q, links = p, 0
+    while True:
+        q += 4 + _I32.unpack_from(raw, q)[0]
+        links += 1
+        if q == end:
+            return _EXACT, links, 0
+        if q > end or end - q < 14:
+            return _SHORT, links, (q - p if q > end else q + 14 - p)
+        if not plausible_request_start(raw, q, MAX_FRAME):
+            return _BROKEN, links, 0
+
+
+def answered_ids(raw: bytes, ids) -> int:
+    """How many of `ids` `raw` (one direction's first bytes) answers with a response whose frames do not
+    break? For telling the broker side from the client side: a candidate still short of its end counts."""
+    n = 0
+    for c in ids:
+        k = _I32.pack(c)
+        i = raw.find(k, 4)
+        while i != -1 and _chain(raw, i - 4, len(raw))[0] == _BROKEN:
+            i = raw.find(k, i + 1)
+        n += i != -1
+    return n
+
+
+def _judge(raw: bytes, p: int, end: int, is_pending, on_id: bool):
+    """A verdict on the candidate at p: a scanner result, or None to look further."""
+    if end - p < 8:
+        return None, p, 8
+    if not on_id and is_pending(_I32.unpack_from(raw, p + 4)[0]):
+        on_id = True  # the stream's first bytes answer a pending request: as good as any candidate
+    kind, need = _chain(raw, p, end)
+    if kind == _EXACT:
+        return p, p
+    if kind == _SHORT:
+        if need <= WAIT_LIMIT:
+            return None, p, need
+        if on_id:
+            return p, p  # too long to wait for: the pending correlation id is the evidence
+    return None
+
+
+def _chain(raw: bytes, p: int, end: int) -> tuple[int, int]:
+    """Follow frames from p: (_EXACT, 0) when they end exactly at `end`; (_BROKEN, 0) when a header is not a
+    response header; (_SHORT, need) when `need` bytes from p are needed to see the next frame end or header."""
+    q = p
+    while True:
+        if end - q < 8:
+            return _SHORT, q + 8 - p
+        size = _I32.unpack_from(raw, q)[0]
+        if not 4 <= size <= MAX_FRAME or _I32.unpack_from(raw, q + 4)[0] < 0:
+            return _BROKEN, 0
+        q += 4 + size
+        if q == end:
+            return _EXACT, 0
+        if q > end:
+            return _SHORT, q - p
