@@ -169,10 +169,7 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
     decode = {}
     if decode_report is not None:
         decode = decode_report.to_dict()
-        if decode_report.gaps:
-            # The decode report counts gaps, not where they are: one finding for the whole run.
-            engine.capture_gap(", ".join(decode_report.files), None, None, None, None, decode_report.lost_bytes,
-                               gaps=decode_report.gaps)
+        engine.decode_quality(decode_report)
     clients = tuple(sorted(run.client_summaries(), key=lambda c: (c.host, c.client_id or "")))
     findings = annotate(tuple(run.findings()), clients, decode_report)
     capture = run.totals.capture_summary(run.files, decode)

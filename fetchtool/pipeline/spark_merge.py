@@ -111,11 +111,9 @@ def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards
         findings.extend(((f.sort_key, rank, i), f) for i, f in p.findings)
     if decode_report is not None:
         decode = decode_report.to_dict()
-        if decode_report.gaps:
-            gap = FindingsEngine(cache_slots, cache_shards)
-            gap.capture_gap(", ".join(decode_report.files), None, None, None, None, decode_report.lost_bytes,
-                            gaps=decode_report.gaps)
-            findings.extend(((f.sort_key, len(parts), i), f) for i, f in enumerate(gap.finish(SessionTracker())))
+        quality = FindingsEngine(cache_slots, cache_shards)
+        quality.decode_quality(decode_report)
+        findings.extend(((f.sort_key, len(parts), i), f) for i, f in enumerate(quality.finish(SessionTracker())))
     capture = totals.capture_summary(files, decode)
     sessions = sorted((s for p in parts for s in p.sessions), key=lambda ks: ks[0])
     clients = tuple(sorted(_merge_clients(parts), key=lambda c: (c.host, c.client_id or "")))

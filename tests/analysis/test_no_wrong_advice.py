@@ -120,3 +120,18 @@ def test_a_sessionless_client_is_told_whether_its_software_has_sessions_at_all()
     assert f.severity == "info" and f.count == analysis.capture.fetch_exchanges
     assert "librdkafka" in f.message or "rdkafka" in f.message
     assert "does not implement KIP-227" in f.message
+
+
+def test_a_capture_started_inside_a_response_is_a_capture_gap_not_a_bad_frame(tmp_path):
+    """java-evictions cut at frame 203, inside a response: the analysis says where the capture began and that
+    nothing after it was lost; no decode warning calls it a bad frame size."""
+    from tests.decode.cut import cut_capture
+
+    path = tmp_path / "late-start.pcap"
+    cut_capture(ROOT / "kafka" / "java-evictions.pcap", path, 203)
+    analysis = analyze_capture([path])
+    assert "bad_frame_size" not in analysis.capture.decode.get("warnings", {})
+    starts = [f for f in analysis.findings if f.code == "CAPTURE_GAP" and f.cause == "started_mid_message"]
+    assert len(starts) == len(analysis.capture.decode["mid_message_starts"]) >= 1
+    assert all("started in the middle of a" in f.message and f.severity == "info" for f in starts)
+    assert not [f for f in analysis.findings if f.code == "CAPTURE_GAP" and f.cause is None]

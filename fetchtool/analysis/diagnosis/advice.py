@@ -134,6 +134,11 @@ ADVICE: dict[tuple[str, str | None], str] = {
         "The capture dropped packets: capture with a larger buffer (tcpdump -B 65536), a snaplen of 0 and a "
         "port filter, or on the broker host."
     ),
+    ("CAPTURE_GAP", "started_mid_message"): (
+        "Nothing is wrong with the traffic: the capture began while this message was on the wire, so the message "
+        "and any exchange it answered are cut. To see whole sessions from their creation, start the capture "
+        "before the clients connect (or restart them after it starts)."
+    ),
     ("STALE_EVICTION", None): (
         "The client left its session unused for over 120 s (Kafka's minimum eviction time), so a new session in "
         "its shard took the slot: look at that client (a paused or stuck consumer, a long GC pause, a poll loop "

@@ -58,6 +58,7 @@ class FindingsEngine:
         self._snapshot_next: dict[tuple, int] = {}
         self._snapshot_errors: dict[tuple, Agg] = {}
         self._quality: dict[tuple, Agg] = {}
+        self._started_mid_message: list = []  # protocol.report.MidMessageStart
         self._cut: set[tuple[str, int]] = set()  # (broker, connection) cut with a lost broker
         self.last_ts: float | None = None
 
@@ -108,6 +109,14 @@ class FindingsEngine:
         agg = self._quality_event("CAPTURE_GAP", file, frame, ts, client, broker)
         agg.count += gaps - 1
         agg.extra["lost_bytes"] = agg.extra.get("lost_bytes", 0) + lost_bytes
+
+    def decode_quality(self, report) -> None:
+        """What the decoder's report says about the capture itself: TCP gaps (counted, not located: one finding
+        for the run) and connections whose capture began inside a message (one each)."""
+        if report.gaps:
+            self.capture_gap(", ".join(report.files), None, None, None, None, report.lost_bytes, gaps=report.gaps)
+        for m in report.mid_message_starts:
+            self._started_mid_message.append(m)
 
     def _quality_event(self, code, file, frame, ts, client, broker) -> Agg:
         key = (code, file, client, broker)
@@ -418,6 +427,20 @@ class FindingsEngine:
                 code=code, severity=SEVERITY[code], cause=None, client=client, client_id=None, broker=broker,
                 session_id=None, epoch=None, file=file, request_frame=None, response_frame=first["frame"],
                 ts=first["ts"], message=msg, advice=advice(code), count=agg.count, frames=tuple(agg.frames),
+            ))  # fmt: skip
+
+        for m in self._started_mid_message:
+            resumed = (f"decoding resumed at frame {m.resumed_frame}" if m.resumed_frame is not None
+                       else "no whole message followed before the capture ended")
+            msg = (f"The capture started in the middle of a {m.direction} on the connection {m.client} -> "
+                   f"{m.broker} (frame {m.frame}): its first {m.skipped_bytes:,} bytes were skipped and {resumed}; "
+                   "nothing after that was lost.")
+            frames = tuple(f for f in (m.frame, m.resumed_frame) if f is not None)
+            self.findings.append(Finding(
+                code="CAPTURE_GAP", severity=SEVERITY["CAPTURE_GAP"], cause="started_mid_message", client=m.client,
+                client_id=None, broker=m.broker, session_id=None, epoch=None, file=m.file, request_frame=None,
+                response_frame=m.resumed_frame, ts=None, message=msg,
+                advice=advice("CAPTURE_GAP", "started_mid_message"), count=1, frames=frames,
             ))  # fmt: skip
 
     # -- building ------------------------------------------------------------------------------------------
