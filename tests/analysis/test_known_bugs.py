@@ -24,6 +24,7 @@ REAL = {
     "confluent-kafka-python/2.16.1-rdkafka-2.16.0": (cs.LIBRDKAFKA, (2, 16, 0)),  # librdkafka's own release
     "kafka-python/3.0.12": (cs.KAFKA_PYTHON, (3, 0, 12)),
     "platformatic-kafka/2.2.3": (cs.PLATFORMATIC, (2, 2, 3)),
+    "platformatic-kafka/2.12.1": (cs.PLATFORMATIC, (2, 12, 1)),  # captures/noida/platformatic-noida.pcap
 }
 
 
