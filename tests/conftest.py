@@ -6,8 +6,9 @@ Where the peers come from (see tools/):
   Kafka 4.3.1 env FETCHTOOL_KAFKA_LIBS, else /opt/kafka431/libs, and java on PATH   (tools/install_kafka.sh)
   Node 22     env FETCHTOOL_NODE_PREFIX, else /opt/fetchtool-node: node and @platformatic/kafka 2.2.3 and 2.12+
                                                                          (tools/install_node.sh)
+  Chromium    env FETCHTOOL_CHROMIUM, else /usr/bin/chromium   (tools/install_chromium.sh)
 
-Tests marked @pytest.mark.tshark / @pytest.mark.tansu are skipped with the reason when their peer is missing,
+Tests marked @pytest.mark.tshark / tansu / kafka / node / chromium are skipped with the reason when their peer is missing,
 except when the environment variable CI is set: then a missing peer FAILS the test, so CI cannot go green by
 skipping. Tests in other directories may add their own fixtures in a conftest.py next to them.
 """
@@ -164,13 +165,27 @@ def _locate_node() -> Peer:
     return Peer("Node 22", clients.node, line, None)
 
 
-PEER_MARKERS = ("tshark", "tansu", "kafka", "node")
+CHROMIUM_DEFAULT = "/usr/bin/chromium"
+
+
+def _locate_chromium() -> Peer:
+    path = os.environ.get("FETCHTOOL_CHROMIUM") or CHROMIUM_DEFAULT
+    hint = "run tools/install_chromium.sh (apt-get install chromium) or set FETCHTOOL_CHROMIUM"
+    if not os.access(path, os.X_OK):
+        return Peer("Chromium", None, None, f"no executable chromium at {path}; {hint}")
+    line, problem = _version_line(path)
+    if problem or not (line or "").startswith("Chromium "):
+        return Peer("Chromium", path, line, f"{problem or repr(line)}: not Chromium; {hint}")
+    return Peer("Chromium", path, line.split()[1], None)
+
+
+PEER_MARKERS = ("tshark", "tansu", "kafka", "node", "chromium")
 
 
 def _peer(marker: str) -> Peer:
     if marker not in _PEERS:
         _PEERS[marker] = {"tshark": _locate_tshark, "tansu": _locate_tansu, "kafka": _locate_kafka,
-                          "node": _locate_node}[marker]()
+                          "node": _locate_node, "chromium": _locate_chromium}[marker]()
     return _PEERS[marker]
 
 
@@ -205,6 +220,12 @@ def node_clients() -> NodeClients:
     """Node 22 and @platformatic/kafka 2.2.3 / 2.12+ (skips, or fails under CI, when not installed)."""
     _peer("node").require()
     return _node_clients()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Path of Chromium (skips, or fails under CI, when not installed)."""
+    return _peer("chromium").require()
 
 
 @pytest.fixture(scope="session")
