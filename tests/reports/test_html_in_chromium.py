@@ -36,7 +36,8 @@ def _open(chromium: str, analysis: Analysis, folder: Path) -> Opened:
     return Opened(analysis, analysis.to_json(), html, open_page(chromium, path, folder))
 
 
-@pytest.fixture(scope="module", params=["java-evictions.pcap", "cluster-followers.pcap"])
+# platformatic-churn: a client with 20+ sessions (lanes no longer each named on the axis)
+@pytest.fixture(scope="module", params=["java-evictions.pcap", "cluster-followers.pcap", "platformatic-churn.pcap"])
 def opened(request, chromium, tmp_path_factory) -> Opened:
     analysis = analyze_capture([CAPTURES / request.param])
     return _open(chromium, analysis, tmp_path_factory.mktemp(request.param.split(".")[0]))

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fetchtool.analysis.diagnosis.occupancy import Occupancy, OccupancyRecorder
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, FetchSessionCache, SessionEvicted
 from fetchtool.sessions.errors import SessionIdOutOfRange
 
+from fetchtool.analysis.diagnosis.occupancy import Occupancy, OccupancyRecorder
 from fetchtool.analysis.tracking.cache_events import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, RESTART, TOUCH, CacheEvent
 
 MAX_SHAPES = 160  # replays per broker when the cache size must be inferred (the search stays bounded)

@@ -13,7 +13,7 @@ from importlib.resources import files
 
 from fetchtool.analysis.model import Analysis
 from fetchtool.analysis.reports import html_sections as sections
-from fetchtool.analysis.reports.html_data import chart_data, script_json
+from fetchtool.analysis.reports.html_data import MAX_CLIENT_CHARTS, MAX_LANES, chart_data, script_json
 from fetchtool.analysis.reports.html_sections import esc
 
 _ASSETS = files("fetchtool.analysis.reports") / "assets"
@@ -22,7 +22,8 @@ _ASSETS = files("fetchtool.analysis.reports") / "assets"
 def asset(name: str) -> str:
     text = (_ASSETS / name).read_text(encoding="utf-8")
     if "</script" in text.lower() or "</style" in text.lower():
-        raise ValueError(f"asset {name} would end its inline element early")  # a vendored update must not break the page
+        # a vendored update must not break the page
+        raise ValueError(f"asset {name} would end its inline element early")
     return text
 
 
@@ -59,10 +60,10 @@ def _traffic(data: dict) -> str:
 
 
 def _occupancy(analysis: Analysis, data: dict) -> str:
-    out = ["<p>Live sessions in each broker's fetch session cache, as Kafka's own cache (FetchSessionCache) holds "
-           "them when the capture's sessions are replayed through it, in the cache size given (--cache-slots) or else "
-           "in the size, of those the capture allows, that shows the fewest live sessions (a lower bound); per shard "
-           "where the cache is sharded (Kafka 3.8+).</p>"]
+    out = [("<p>Live sessions in each broker's fetch session cache, as Kafka's own cache (FetchSessionCache) holds "
+            "them when the capture's sessions are replayed through it, in the cache size given (--cache-slots) or "
+            "else in the size, of those the capture allows, that shows the fewest live sessions (a lower bound); per "
+            "shard where the cache is sharded (Kafka 3.8+).</p>")]
     for summary, b in zip(analysis.brokers, data["brokers"]):
         oc = b["cache_occupancy"]
         out.append(f"<h3>Broker {esc(b['broker'])}</h3>")
@@ -78,9 +79,14 @@ def _occupancy(analysis: Analysis, data: dict) -> str:
 
 
 def _sessions(data: dict) -> str:
-    out = ["<p>One line per session, from its creation (or first sight) to its end: created (green), "
-           "incremental fetches (blue), full or sessionless fetches (purple), errors (red), end (black).</p>"]
+    out = [("<p>One line per session, from its creation (or first sight) to its end: created (green), "
+            "incremental fetches (blue), full or sessionless fetches (purple), errors (red), end (black).</p>")]
     for c in data["clients"]:
         out.append(f"<h3>{esc(c['client'])}</h3>")
+        if not c["charted"]:
+            out.append(f"<p>Not charted: only the first {MAX_CLIENT_CHARTS} clients are (see the JSON report).</p>")
+            continue
         out.append(f'<div class="chart" id="{c["id"]}"></div>' if c["lanes"] else "<p>No fetch session.</p>")
+        if c["omitted"]:
+            out.append(f"<p>{c['omitted']} later session(s) not drawn: {MAX_LANES} are (see the JSON report).</p>")
     return "\n".join(out)

@@ -14,6 +14,8 @@ from fetchtool.analysis.model import CLOSE, FULL, FULL_CREATE, INCREMENTAL, SESS
 from fetchtool.analysis.tracking.tracker import host_of
 
 MAX_POINTS_PER_KIND = 5000  # per client and kind of point: a chart stays quick to draw on a long capture
+MAX_LANES = 300  # sessions drawn per client (a churning client makes one per fetch); the JSON report has them all
+MAX_CLIENT_CHARTS = 200  # clients with a session chart; the page stays light with thousands of clients
 KINDS = ("created", "incremental", "full", "error", "end")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -29,7 +31,10 @@ def chart_data(a: Analysis) -> dict:
         d = b.to_json()
         brokers.append({"broker": clean(b.broker), "traffic_id": f"traffic-{i}", "occupancy_id": f"occupancy-{i}",
                         "timeline": d["timeline"], "cache_occupancy": d["cache_occupancy"]})  # fmt: skip
-    clients = [_client(i, c, a) for i, c in enumerate(a.clients)]
+    clients = [_client(i, c, a) if i < MAX_CLIENT_CHARTS else
+               {"id": f"sessions-{i}", "client": clean(c.label), "lanes": [], "omitted": 0, "charted": False,
+                "points": {k: _columns([]) for k in KINDS}}
+               for i, c in enumerate(a.clients)]  # fmt: skip
     return {"brokers": brokers, "clients": clients}
 
 
@@ -38,6 +43,8 @@ def _client(i: int, c: ClientSummary, a: Analysis) -> dict:
                     if s.client is not None and host_of(s.client) == c.host and s.client_id == c.client_id
                     and _start(s) is not None),
                    key=lambda s: (_start(s), s.broker, s.session_id))  # fmt: skip
+    omitted = max(0, len(lives) - MAX_LANES)
+    lives = lives[:MAX_LANES]
     lanes = []
     points: dict[str, list[tuple[float, int]]] = {k: [] for k in KINDS}
     for lane, s in enumerate(lives):
@@ -59,7 +66,7 @@ def _client(i: int, c: ClientSummary, a: Analysis) -> dict:
                 points["full"].append((st.ts, lane))
         if s.end_ts is not None and s.end != "alive":
             points["end"].append((s.end_ts, lane))
-    return {"id": f"sessions-{i}", "client": clean(c.label), "lanes": lanes,
+    return {"id": f"sessions-{i}", "client": clean(c.label), "lanes": lanes, "omitted": omitted, "charted": True,
             "points": {k: _columns(_thin(v)) for k, v in points.items()}}  # fmt: skip
 
 

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil, floor, log
+from operator import itemgetter
 
 from fetchtool.exchange import FETCH, Exchange
 
 from fetchtool.analysis.tracking.latency import INV_LOG_GAMMA, ZERO, ZERO_BELOW_MS, LatencySketch
+
+_error = itemgetter(3)  # ResponsePartition.error_code
 
 MAX_BUCKETS = 512
 FINEST_S = 2.0**-5  # 31.25 ms: finer than any MaxWait worth looking at, and a short capture still gets many buckets
@@ -100,7 +103,7 @@ class _Series:
             return  # no response captured
         if ex.error_code:
             b.errors += 1
-        if any(p[3] for p in rp):  # ResponsePartition.error_code
+        if rp and any(map(_error, rp)):
             b.partition_errors += 1
         ms = (ex.response_ts - ex.ts) * 1000.0
         b.latency.add(ceil(log(ms) * INV_LOG_GAMMA) if ms >= ZERO_BELOW_MS else ZERO)  # latency.bucket, inlined

@@ -59,7 +59,8 @@
       { label: "p99 ms", stroke: COLORS[4], scale: "ms", spanGaps: true },
     ], [xs, tl.fetches, tl.errors, tl.partition_errors, tl.p50_ms, tl.p99_ms], {
       scales: { x: { time: true }, n: { range: function (u, lo, hi) { return [0, Math.max(1, hi)]; } } },
-      axes: [{ label: "UTC" }, { scale: "n", label: "per bucket" }, { scale: "ms", side: 1, label: "ms", grid: { show: false } }],
+      axes: [{ label: "UTC" }, { scale: "n", label: "per bucket" },
+             { scale: "ms", side: 1, label: "ms", grid: { show: false } }],
     });
   }
 
@@ -93,13 +94,16 @@
       values.push(ys);
     });
     var lanes = c.lanes;
+    var yAxis = { label: "session", size: 90, values: function (u, splits) {
+      return splits.map(function (i) { return lanes[i] ? String(lanes[i].session_id) : ""; });
+    } };
+    if (lanes.length <= 20) {  // every lane named while they fit; beyond, uPlot's own ticks
+      yAxis.splits = function () { return lanes.map(function (_, i) { return i; }); };
+    }
     chart(c.id, "Sessions over time", series, values, {
       height: Math.min(600, 120 + 22 * lanes.length),
       scales: { x: { time: true }, y: { range: [-0.5, Math.max(lanes.length - 0.5, 0.5)] } },
-      axes: [{ label: "UTC" }, { label: "session", splits: function () { return lanes.map(function (_, i) { return i; }); },
-                   values: function (u, splits) {
-                     return splits.map(function (i) { return lanes[i] ? String(lanes[i].session_id) : ""; });
-                   }, size: 90 }],
+      axes: [{ label: "UTC" }, yAxis],
       hooks: { drawClear: [function (u) {  // each session's life as a line under its points
         var ctx = u.ctx;
         ctx.save();
