@@ -7,9 +7,10 @@ Where the peers come from (see tools/):
   Node 22     env FETCHTOOL_NODE_PREFIX, else /opt/fetchtool-node: node and @platformatic/kafka 2.2.3 and 2.12+
                                                                          (tools/install_node.sh)
   noida-db    env FETCHTOOL_NOIDA, else /opt/noida-db/noida-db   (tools/install_noida.sh)
+  Chromium    env FETCHTOOL_CHROMIUM, else /usr/bin/chromium   (tools/install_chromium.sh)
 
-Tests marked @pytest.mark.tshark / @pytest.mark.tansu are skipped with the reason when their peer is missing,
-except when the environment variable CI is set: then a missing peer FAILS the test, so CI cannot go green by
+Tests marked @pytest.mark.tshark / tansu / kafka / node / noida / chromium are skipped with the reason when their
+peer is missing, except when the environment variable CI is set: then a missing peer FAILS the test, so CI cannot go green by
 skipping. Tests in other directories may add their own fixtures in a conftest.py next to them.
 """
 
@@ -181,13 +182,27 @@ def _locate_noida() -> Peer:
     return Peer("noida-db", path, line.split()[-1], None)
 
 
-PEER_MARKERS = ("tshark", "tansu", "kafka", "node", "noida")
+CHROMIUM_DEFAULT = "/usr/bin/chromium"
+
+
+def _locate_chromium() -> Peer:
+    path = os.environ.get("FETCHTOOL_CHROMIUM") or CHROMIUM_DEFAULT
+    hint = "run tools/install_chromium.sh (apt-get install chromium) or set FETCHTOOL_CHROMIUM"
+    if not os.access(path, os.X_OK):
+        return Peer("Chromium", None, None, f"no executable chromium at {path}; {hint}")
+    line, problem = _version_line(path)
+    if problem or not (line or "").startswith("Chromium "):
+        return Peer("Chromium", path, line, f"{problem or repr(line)}: not Chromium; {hint}")
+    return Peer("Chromium", path, line.split()[1], None)
+
+
+PEER_MARKERS = ("tshark", "tansu", "kafka", "node", "noida", "chromium")
 
 
 def _peer(marker: str) -> Peer:
     if marker not in _PEERS:
         _PEERS[marker] = {"tshark": _locate_tshark, "tansu": _locate_tansu, "kafka": _locate_kafka,
-                          "node": _locate_node, "noida": _locate_noida}[marker]()
+                          "node": _locate_node, "noida": _locate_noida, "chromium": _locate_chromium}[marker]()
     return _PEERS[marker]
 
 
@@ -237,6 +252,12 @@ def noida_broker() -> Iterator[noida_peer.Noida]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Path of Chromium (skips, or fails under CI, when not installed)."""
+    return _peer("chromium").require()
 
 
 @pytest.fixture(scope="session")

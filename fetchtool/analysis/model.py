@@ -7,6 +7,11 @@ Every record has `to_json()` giving exactly the JSON object of the contract (ext
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: model stays importable from everywhere (no cycles)
+    from fetchtool.analysis.diagnosis.occupancy import Occupancy
+    from fetchtool.analysis.tracking.timeline import Timeline
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
@@ -225,12 +230,17 @@ class BrokerSummary:
     refused_creations: int  # session-creating requests answered with session id 0
     errors: dict[str, int]
     traffic: TrafficSummary | None = None  # extension: response times and rates
+    timeline: Timeline | None = None  # extension: fetches, errors, response times per time bucket
+    cache_occupancy: Occupancy | None = None  # extension: live sessions over time in the shadow cache replay
 
     def to_json(self) -> dict:
-        d = asdict(self)
-        d.pop("traffic")
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__
+             if k not in ("traffic", "timeline", "cache_occupancy")}
+        d["errors"] = dict(self.errors)
         if self.traffic is not None:
             d["traffic"] = self.traffic.to_json()
+        d["timeline"] = None if self.timeline is None else self.timeline.to_json()
+        d["cache_occupancy"] = None if self.cache_occupancy is None else self.cache_occupancy.to_json()
         return d
 
 

@@ -22,6 +22,7 @@ from fetchtool.analysis.diagnosis.software_notes import annotate
 from fetchtool.analysis.model import Analysis, BrokerSummary, CaptureSummary, Finding, SessionLife
 from fetchtool.analysis.savings.estimator import SavingsEstimator
 from fetchtool.analysis.tracking.partition_errors import PartitionErrors
+from fetchtool.analysis.tracking.timeline import TimelineTracker
 from fetchtool.analysis.tracking.tracker import Observation, SessionTracker, host_of
 from fetchtool.analysis.tracking.traffic import TrafficTracker
 
@@ -100,7 +101,7 @@ class AnalysisPass:
     order: analyze_items runs one over a whole run, the Spark engine one per broker
     (fetchtool.pipeline.spark_merge). ``savings_of``: see savings_filter; ``files``: files to list first."""
 
-    __slots__ = ("tracker", "engine", "totals", "savings", "files", "traffic", "partition_errors")
+    __slots__ = ("tracker", "engine", "totals", "savings", "files", "traffic", "partition_errors", "timeline")
 
     def __init__(self, cache_slots: int | None = None, cache_shards: int | None = None,
                  savings_of: Callable[[Exchange], bool] | None = None, files: Iterable[str] = (),
@@ -112,6 +113,7 @@ class AnalysisPass:
         self.files: dict[str, None] = dict.fromkeys(files)  # the files that had exchanges, in request order
         self.traffic = TrafficTracker(traffic_findings.STORM_REFETCHES, self.tracker.brokers)
         self.partition_errors = PartitionErrors()
+        self.timeline = TimelineTracker()
 
     def feed(self, it) -> Observation | None:
         """One Exchange (-> what it did: the tracker's Observation) or OrphanResponse (-> None)."""
@@ -122,6 +124,7 @@ class AnalysisPass:
             self.engine.observe(obs)
             self.traffic.feed(it, obs)
             self.partition_errors.feed(it, obs.client.host)
+            self.timeline.feed(it)
             self.savings.feed(it)
             return obs
         # OrphanResponse: a response whose request is not in the capture
@@ -137,7 +140,9 @@ class AnalysisPass:
 
     def broker_summaries(self) -> list[BrokerSummary]:
         stats = self.traffic.broker_stats()
-        return [replace(b, traffic=stats[b.broker].summary()) if b.broker in stats else b
+        timelines = self.timeline.timelines()
+        return [replace(b, traffic=stats[b.broker].summary() if b.broker in stats else b.traffic,
+                        timeline=timelines.get(b.broker))
                 for b in self.tracker.broker_summaries()]  # fmt: skip
 
     def session_lives(self) -> list[SessionLife]:

@@ -335,6 +335,7 @@ class FindingsEngine:
                             gone=frozenset(explained.get(name, ())), eviction_ms=self.eviction_ms)
             resolver.verdicts[name] = verdict
             b.max_live = verdict.peak
+            b.occupancy = verdict.occupancy
             b.cache_events = []  # replayed: free the memory
             for victim, e in verdict.evictions.items():
                 if victim.end in (ALIVE, LOST) or (victim.end == CLOSED and victim.end_ts is not None

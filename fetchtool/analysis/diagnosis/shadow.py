@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, FetchSessionCache, SessionEvicted
 from fetchtool.sessions.errors import SessionIdOutOfRange
 
+from fetchtool.analysis.diagnosis.occupancy import Occupancy, OccupancyRecorder
 from fetchtool.analysis.tracking.cache_events import ABSENT, CREATE, PRESENT, REFUSE, RESTART, TOUCH, CacheEvent
 
 MAX_SHAPES = 160  # replays per broker when the cache size must be inferred (the search stays bounded)
@@ -65,6 +66,7 @@ class Replay:
     evictions: dict  # victim key -> Eviction
     peak: int
     contradiction: str | None = None
+    occupancy: Occupancy | None = None  # recorded only when asked (one replay per broker, not per shape tried)
 
 
 class _Partitions:
@@ -80,9 +82,10 @@ class _Partitions:
 
 
 def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset(),
-           eviction_ms: int = DEFAULT_EVICTION_MS) -> Replay:
+           eviction_ms: int = DEFAULT_EVICTION_MS, record: bool = False) -> Replay:
     """Feed a broker's cache events to a FetchSessionCache of ``shape``. ``gone``: keys of sessions whose 70
-    the capture explains otherwise (a broker restart): removed at their 70 without testing the shape."""
+    the capture explains otherwise (a broker restart): removed at their 70 without testing the shape.
+    ``record``: keep the live sessions per shard over time (Replay.occupancy)."""
     per_shard = shape.per_shard if shape.per_shard is not None else UNBOUNDED
     cache = FetchSessionCache(per_shard * shape.shards, shape.shards, eviction_ms)
     if shape.shards > 1:
@@ -94,6 +97,8 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
     evictions: dict = {}
     live = peak = 0
     contradiction = None
+    recorder = OccupancyRecorder(shape.shards) if record else None
+    before: CacheEvent | None = None  # the event whose effect the recorder has not seen yet
 
     def shard_of(sid: int):
         try:
@@ -102,6 +107,10 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
             return None
 
     for ev in events:
+        if recorder is not None:  # here, not after the event: the branches below end with `continue`
+            if before is not None:
+                recorder.note(before.t_ms, cache.shards)
+            before = ev
         if ev.kind == RESTART:
             for shard in cache.shards:
                 for session in shard.sessions():
@@ -169,7 +178,10 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
                 if ev.kind == ABSENT and ev.key not in gone and contradiction is None:
                     contradiction = f"session {sid} got error 70 while this shape still held it"
             cache.drain_events()
-    return Replay(shape, contradiction is None, evictions, peak, contradiction)
+    if recorder is not None and before is not None:
+        recorder.note(before.t_ms, cache.shards)
+    return Replay(shape, contradiction is None, evictions, peak, contradiction,
+                  recorder.result(shape) if recorder is not None else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +192,7 @@ class Verdict:
     told: bool  # the shape was given (--cache-slots), not inferred
     evictions: dict  # victim key -> Eviction, where every consistent shape agrees
     peak: int  # most live sessions at once (the least of the consistent shapes: a lower bound)
+    occupancy: Occupancy | None = None  # live sessions over time in the shape whose peak is ``peak``
 
     def bounds(self) -> str:
         if not self.shapes:
@@ -199,8 +212,8 @@ def infer(events: list[CacheEvent], slots: int | None, shards: int | None, evide
     events = sorted(events, key=_order)
     if slots is not None:
         n = shards or 8
-        r = replay(events, Shape(n, max(slots // n, 0)), gone, eviction_ms)
-        return Verdict((r.shape,), True, dict(r.evictions), r.peak)
+        r = replay(events, Shape(n, max(slots // n, 0)), gone, eviction_ms, record=True)
+        return Verdict((r.shape,), True, dict(r.evictions), r.peak, r.occupancy)
     # Without evidence only an unbounded cache is kept, and it evicts nothing whatever its shards: one replay.
     shard_counts = (shards,) if shards else ((8, 1) if evidence else (8,))
     results = []
@@ -219,7 +232,9 @@ def infer(events: list[CacheEvent], slots: int | None, shards: int | None, evide
     agreed = dict(fits[0].evictions)
     for r in fits[1:]:
         agreed = {k: e for k, e in agreed.items() if _same(r.evictions.get(k), e)}
-    return Verdict(tuple(r.shape for r in fits), False, agreed, min(r.peak for r in fits))
+    settled = min(fits, key=lambda r: r.peak)  # the first of the shapes that show the least: the reported peak
+    shown = replay(events, settled.shape, gone, eviction_ms, record=True).occupancy
+    return Verdict(tuple(r.shape for r in fits), False, agreed, settled.peak, shown)
 
 
 def proven_peak(events: list[CacheEvent]) -> int:

@@ -170,7 +170,7 @@ class TrackedClient:
 
 class TrackedBroker:
     __slots__ = ("broker", "exchanges", "clients", "created", "sessions", "refused", "errors", "granted",
-                 "cache_events", "max_live", "connections")
+                 "cache_events", "max_live", "occupancy", "connections")
 
     def __init__(self, broker: str) -> None:
         self.broker = broker
@@ -183,6 +183,7 @@ class TrackedBroker:
         self.granted = False  # ever shown to keep a session (grants_session)
         self.cache_events: list[CacheEvent] = []  # what each exchange did to the broker's cache (analysis.shadow)
         self.max_live = 0  # most sessions cached at once, from the shadow cache (set when the analysis ends)
+        self.occupancy = None  # its live sessions over time (analysis.diagnosis.occupancy), set with max_live
         self.connections: dict[int, ConnectionState] = {}  # by connection id (analysis.connections)
 
     def cache_event(self, t: float | None, kind: int, session_id: int, size: int, privileged: bool,
@@ -196,7 +197,7 @@ class TrackedBroker:
         return BrokerSummary(
             broker=self.broker, exchanges=self.exchanges, clients=len(self.clients),
             sessions_created=len(self.created), sessions_seen=len(sessions),
-            max_live_sessions=self.max_live,
+            max_live_sessions=self.max_live, cache_occupancy=self.occupancy,
             refused_creations=self.refused, errors={str(k): v for k, v in sorted(self.errors.items())},
         )  # fmt: skip
 
