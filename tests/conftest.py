@@ -10,8 +10,8 @@ Where the peers come from (see tools/):
   Chromium    env FETCHTOOL_CHROMIUM, else /usr/bin/chromium   (tools/install_chromium.sh)
 
 Tests marked @pytest.mark.tshark / tansu / kafka / node / noida / chromium are skipped with the reason when their
-peer is missing, except when the environment variable CI is set: then a missing peer FAILS the test, so CI cannot go green by
-skipping. Tests in other directories may add their own fixtures in a conftest.py next to them.
+peer is missing, except when the environment variable CI is set: then a missing peer FAILS the test, so CI cannot
+go green by skipping. Tests in other directories may add their own fixtures in a conftest.py next to them.
 """
 
 from __future__ import annotations
