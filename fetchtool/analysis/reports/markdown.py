@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fetchtool.analysis.reports import savings_panel, traffic_tables
 from fetchtool.analysis.model import ERROR, INFO, WARNING, Analysis
-from fetchtool.analysis.reports.terminal import MAX_SESSION_ROWS, created_text, end_text, filter_text, span_text, when
+from fetchtool.analysis.reports.terminal import MAX_SESSION_ROWS, created_text, end_text, filter_text, span_text
 from fetchtool.analysis.reports.units import count
 from fetchtool.protocol.report import warning_lines
 
@@ -85,7 +85,8 @@ def render(a: Analysis) -> str:
     if not a.sessions:
         out.append("No fetch sessions in the capture.")
     else:
-        out += ["| session | broker | client | created | partitions | incremental | end |", "|---|---|---|---|---|---|---|"]
+        out += ["| session | broker | client | created | partitions | incremental | end |",
+                "|---|---|---|---|---|---|---|"]
     for s in a.sessions[:MAX_SESSION_ROWS]:
         out.append("| " + " | ".join(_cell(x) for x in (
             s.session_id, s.broker, s.owner, created_text(s),

@@ -59,7 +59,9 @@ def _saving(t: dict, per_hour: str) -> str:
 
 
 def _failing(n: int) -> str:
-    return f"failing sessions lose {human(n)}" if n >= 0 else f"failing sessions sent {human(-n)} less than working ones"
+    if n >= 0:
+        return f"failing sessions lose {human(n)}"
+    return f"failing sessions sent {human(-n)} less than working ones"
 
 
 def _potential(n: int) -> str:
@@ -160,8 +162,8 @@ def markdown(s: dict) -> list[str]:
     out += [f"- {line}" for line in summary_lines(s)]
     clients = s.get("per_client", [])
     if clients:
-        out += ["", "| client | connections | exchanges | actual | full | incremental | records | saved | % of metadata "
-                    "| saved/h | realised | potential | lost | excess |", "|---" * 14 + "|"]
+        out += ["", "| client | connections | exchanges | actual | full | incremental | records | saved "
+                    "| % of metadata | saved/h | realised | potential | lost | excess |", "|---" * 14 + "|"]
         for c in clients:
             out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in (
                 _label(c), ", ".join(_connections(c)), f"{c['exchanges']:,}", *(f"{c[k]:,}" for k in (

@@ -340,11 +340,11 @@ class SavingsEstimator:
     def result(self) -> SavingsResult:
         notes = []
         if self.total.estimated_at_v7:
-            notes.append(f"{_count(self.total.estimated_at_v7, 'exchange')} used Fetch < v7 (no sessions): their full and "
-                         f"incremental equivalents are sized at Fetch v7.")
+            notes.append(f"{_count(self.total.estimated_at_v7, 'exchange')} used Fetch < v7 (no sessions): their full "
+                         f"and incremental equivalents are sized at Fetch v7.")
         if self.total.responses_missing:
-            notes.append(f"{_count(self.total.responses_missing, 'request')} without a captured response: their response bytes "
-                         f"are left out.")
+            notes.append(f"{_count(self.total.responses_missing, 'request')} without a captured response: their "
+                         f"response bytes are left out.")
         if self.total.reencode_mismatches:
             notes.append(f"{self.total.reencode_mismatches:,} of {self.total.reencode_checked:,} exchanges come out "
                          f"bigger or smaller when fetchtool re-encodes them (it does not keep every field, "
