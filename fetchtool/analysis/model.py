@@ -256,6 +256,8 @@ class CaptureSummary:
     response_bytes: int
     records_bytes: int
     decode: dict = field(default_factory=dict)  # the decoder's report (packets, gaps, warnings) when known
+    # extension: {"client": ..., "broker": ...} when --client / --broker kept the counts above to those exchanges
+    filters: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         d = asdict(self)

@@ -8,6 +8,7 @@ engine); `analyze_capture` adds the decoder at the edge.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from operator import attrgetter
@@ -19,7 +20,7 @@ from fetchtool.sessions.cache import DEFAULT_EVICTION_MS
 from fetchtool.analysis.diagnosis import traffic as traffic_findings
 from fetchtool.analysis.diagnosis.findings import FindingsEngine
 from fetchtool.analysis.diagnosis.software_notes import annotate
-from fetchtool.analysis.model import Analysis, BrokerSummary, CaptureSummary, Finding, SessionLife
+from fetchtool.analysis.model import Analysis, BrokerSummary, CaptureSummary, ClientSummary, Finding, SessionLife
 from fetchtool.analysis.savings.estimator import SavingsEstimator
 from fetchtool.analysis.tracking.partition_errors import PartitionErrors
 from fetchtool.analysis.tracking.timeline import TimelineTracker
@@ -87,13 +88,125 @@ def concerns(ex: Exchange, client: str | None = None, broker: str | None = None)
     return is_client(client, ex.client, ex.client_id) and is_broker(broker, ex.broker)
 
 
-def savings_filter(client: str | None, broker: str | None) -> Callable[[Exchange], bool] | None:
-    """Which exchanges the savings estimate counts under --client / --broker (None: all of them). Sessions and
-    findings are filtered after the analysis, since their causes may lie in other clients' traffic; savings are
-    sums over exchanges, so they are filtered on the way in."""
+class Keep:
+    """The --client / --broker rule over exchanges (a class, not a lambda: Spark ships it to executors), and the
+    filters it was made from, which the report names."""
+
+    __slots__ = ("client", "broker")
+
+    def __init__(self, client: str | None, broker: str | None) -> None:
+        self.client, self.broker = client, broker
+
+    def __call__(self, ex: Exchange) -> bool:
+        return concerns(ex, self.client, self.broker)
+
+    def filters(self) -> dict:
+        return {k: v for k, v in (("client", self.client), ("broker", self.broker)) if v}
+
+
+def savings_filter(client: str | None, broker: str | None) -> Keep | None:
+    """Which exchanges the report counts under --client / --broker (None: all of them): the savings, the capture
+    totals and each broker's counts are sums over exchanges, so they are kept on the way in (Kept). Sessions and
+    findings are filtered after the analysis (filtered), since their causes may lie in other clients' traffic."""
     if not client and not broker:
         return None
-    return lambda ex: concerns(ex, client, broker)
+    return Keep(client, broker)
+
+
+class _KeptBroker:
+    __slots__ = ("exchanges", "refused", "errors", "clients")
+
+    def __init__(self) -> None:
+        self.exchanges = self.refused = 0
+        self.errors: Counter = Counter()
+        self.clients: set = set()
+
+
+class _KeptClient:
+    __slots__ = ("exchanges", "versions", "kinds", "errors", "addresses", "brokers")
+
+    def __init__(self) -> None:
+        self.exchanges = 0
+        self.versions: Counter = Counter()
+        self.kinds: Counter = Counter()
+        self.errors: Counter = Counter()
+        self.addresses: set = set()
+        self.brokers: set = set()
+
+    def merge(self, o: _KeptClient) -> None:
+        self.exchanges += o.exchanges
+        for mine, theirs in ((self.versions, o.versions), (self.kinds, o.kinds), (self.errors, o.errors)):
+            mine.update(theirs)
+        self.addresses |= o.addresses
+        self.brokers |= o.brokers
+
+
+class Kept:
+    """The capture totals, per-broker and per-client counts of the exchanges --client / --broker keep: a broker's
+    counts under --client are that client's exchanges with it, a client's under --broker its exchanges with
+    that broker."""
+
+    __slots__ = ("filters", "totals", "brokers", "clients")
+
+    def __init__(self, filters: dict) -> None:
+        self.filters = filters
+        self.totals = _Totals()
+        self.brokers: dict[str, _KeptBroker] = {}
+        self.clients: dict[tuple, _KeptClient] = {}
+
+    def add(self, ex: Exchange, obs: Observation) -> None:
+        self.totals.add(ex)
+        b = self.brokers.get(ex.broker)
+        if b is None:
+            b = self.brokers[ex.broker] = _KeptBroker()
+        b.exchanges += 1
+        b.clients.add((obs.client.host, obs.client.client_id))
+        b.refused += obs.refused
+        c = self.clients.get(ck := (obs.client.host, obs.client.client_id))
+        if c is None:
+            c = self.clients[ck] = _KeptClient()
+        c.exchanges += 1
+        if ex.api_key != FETCH_SNAPSHOT:  # as the tracker counts them
+            c.versions[ex.api_version] += 1
+        c.kinds[obs.kind] += 1
+        c.addresses.add(ex.client)
+        c.brokers.add(ex.broker)
+        if ex.error_code:
+            b.errors[ex.error_code] += 1
+            c.errors[ex.error_code] += 1
+
+    def merge(self, other: Kept) -> None:
+        """Add another part's counts (the Spark engine's per-broker parts)."""
+        self.totals.merge(other.totals)
+        for name, o in other.brokers.items():
+            b = self.brokers.setdefault(name, _KeptBroker())
+            b.exchanges += o.exchanges
+            b.refused += o.refused
+            b.errors.update(o.errors)
+            b.clients |= o.clients
+        for key, o in other.clients.items():
+            self.clients.setdefault(key, _KeptClient()).merge(o)
+
+    def broker(self, summary: BrokerSummary) -> BrokerSummary:
+        """A broker's summary with the kept exchanges' counts. Its cache (max live sessions) stays the broker's;
+        its traffic figures, over every client's fetches, are dropped under --client."""
+        b = self.brokers.get(summary.broker) or _KeptBroker()
+        return replace(summary, exchanges=b.exchanges, clients=len(b.clients), refused_creations=b.refused,
+                       errors={str(k): v for k, v in sorted(b.errors.items())},
+                       traffic=None if "client" in self.filters else summary.traffic)
+
+    def client(self, summary: ClientSummary) -> ClientSummary:
+        """A client's summary with the kept exchanges' counts, in the order the whole run listed them; its traffic
+        figures, over every broker, are dropped under --broker."""
+        c = self.clients.get((summary.host, summary.client_id)) or _KeptClient()
+        return replace(
+            summary, exchanges=c.exchanges, addresses=tuple(a for a in summary.addresses if a in c.addresses),
+            brokers=tuple(b for b in summary.brokers if b in c.brokers),
+            fetch_versions={f"v{v}": n for v, n in sorted(c.versions.items())},
+            request_kinds={k: c.kinds[k] for k in summary.request_kinds if c.kinds[k]},
+            errors={str(k): v for k, v in sorted(c.errors.items())},
+            sessions=tuple(s for s in summary.sessions if s[0] in c.brokers),
+            traffic=None if "broker" in self.filters else summary.traffic)
 
 
 class AnalysisPass:
@@ -101,7 +214,8 @@ class AnalysisPass:
     order: analyze_items runs one over a whole run, the Spark engine one per broker
     (fetchtool.pipeline.spark_merge). ``savings_of``: see savings_filter; ``files``: files to list first."""
 
-    __slots__ = ("tracker", "engine", "totals", "savings", "files", "traffic", "partition_errors", "timeline")
+    __slots__ = ("tracker", "engine", "totals", "savings", "files", "traffic", "partition_errors", "timeline",
+                 "only", "kept")
 
     def __init__(self, cache_slots: int | None = None, cache_shards: int | None = None,
                  savings_of: Callable[[Exchange], bool] | None = None, files: Iterable[str] = (),
@@ -114,6 +228,8 @@ class AnalysisPass:
         self.traffic = TrafficTracker(traffic_findings.STORM_REFETCHES, self.tracker.brokers)
         self.partition_errors = PartitionErrors()
         self.timeline = TimelineTracker()
+        self.only = savings_of
+        self.kept = None if savings_of is None else Kept(getattr(savings_of, "filters", dict)())
 
     def feed(self, it) -> Observation | None:
         """One Exchange (-> what it did: the tracker's Observation) or OrphanResponse (-> None)."""
@@ -126,6 +242,8 @@ class AnalysisPass:
             self.partition_errors.feed(it, obs.client.host)
             self.timeline.feed(it)
             self.savings.feed(it)
+            if self.kept is not None and self.only(it):
+                self.kept.add(it, obs)
             return obs
         # OrphanResponse: a response whose request is not in the capture
         self.engine.request_missing(it.file, it.frame, it.ts, it.client, it.broker)
@@ -139,6 +257,7 @@ class AnalysisPass:
         return sorted(found, key=attrgetter("sort_key"))
 
     def broker_summaries(self) -> list[BrokerSummary]:
+        """Every broker's summary, as the whole capture shows it (kept_view: as --client / --broker keep it)."""
         stats = self.traffic.broker_stats()
         timelines = self.timeline.timelines()
         return [replace(b, traffic=stats[b.broker].summary() if b.broker in stats else b.traffic,
@@ -177,16 +296,27 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
         engine.decode_quality(decode_report)
     clients = tuple(sorted(run.client_summaries(), key=lambda c: (c.host, c.client_id or "")))
     findings = annotate(tuple(run.findings()), clients, decode_report)
-    capture = run.totals.capture_summary(run.files, decode)
+    capture, brokers, clients = kept_view(run.kept, run.totals, run.files, decode, run.broker_summaries(), clients)
     return Analysis(
         capture=capture,
-        brokers=tuple(sorted(run.broker_summaries(), key=lambda b: b.broker)),
+        brokers=brokers,
         clients=clients,
         sessions=tuple(run.session_lives()),
         findings=findings,
         savings=run.savings.result().to_json(),
         partition_errors=tuple(run.partition_errors.rows()),
     )
+
+
+def kept_view(kept: Kept | None, totals: _Totals, files, decode: dict, brokers: Iterable[BrokerSummary],
+              clients: tuple[ClientSummary, ...]):
+    """The capture, broker and client summaries the report shows: every exchange's, or (--client / --broker)
+    the kept exchanges', with the filters named. Clients come sorted; brokers are sorted here."""
+    brokers = sorted(brokers, key=lambda b: b.broker)
+    if kept is None:
+        return totals.capture_summary(files, decode), tuple(brokers), clients
+    capture = replace(kept.totals.capture_summary(files, decode), filters=dict(kept.filters))
+    return capture, tuple(kept.broker(b) for b in brokers), tuple(kept.client(c) for c in clients)
 
 
 def analyze_capture(paths, *, ports=None, cache_slots: int | None = None, cache_shards: int | None = None,
@@ -204,8 +334,8 @@ def analyze_capture(paths, *, ports=None, cache_slots: int | None = None, cache_
 
 def filtered(analysis: Analysis, client: str | None = None, broker: str | None = None) -> Analysis:
     """Keep the clients, sessions, findings and brokers that concern one client (client id, host or ip:port)
-    and/or one broker (ip:port or host). The savings are kept as they are: filter them on the way in
-    (savings_filter)."""
+    and/or one broker (ip:port or host). The counts (capture totals, each broker's and client's, savings) are
+    kept on the way in (savings_filter, Kept); here the rows go, and a broker's sessions are counted again."""
     if not client and not broker:
         return analysis
     clients = tuple(
@@ -222,7 +352,12 @@ def filtered(analysis: Analysis, client: str | None = None, broker: str | None =
         if is_broker(broker, f.broker) and (is_client(client, f.client, f.client_id)
                                             or (f.client is None and f.broker is not None and f.broker in used))
     )  # fmt: skip
-    brokers = tuple(b for b in analysis.brokers if is_broker(broker, b.broker))
+    # under --client, only the brokers the client fetched from, with its sessions there
+    brokers = tuple(b for b in analysis.brokers if is_broker(broker, b.broker) and (not client or b.broker in used))
+    if client:
+        brokers = tuple(replace(b, sessions_created=sum(1 for s in sessions if s.broker == b.broker
+                                                        and not s.started_before_capture),
+                                sessions_seen=sum(1 for s in sessions if s.broker == b.broker)) for b in brokers)
     partition_errors = tuple(r for r in analysis.partition_errors
                              if is_client(client, r.client, r.client_id) and is_broker(broker, r.broker))
     return Analysis(analysis.capture, brokers, clients, sessions, findings, analysis.savings, partition_errors)

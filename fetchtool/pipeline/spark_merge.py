@@ -16,7 +16,7 @@ from itertools import islice
 from fetchtool.analysis.diagnosis.findings import FindingsEngine
 from fetchtool.analysis.diagnosis.software_notes import annotate
 from fetchtool.analysis.model import Analysis, ClientSummary
-from fetchtool.analysis.run import AnalysisPass, _Totals
+from fetchtool.analysis.run import AnalysisPass, Kept, _Totals, kept_view
 from fetchtool.analysis.savings.estimator import SavingsEstimator
 from fetchtool.analysis.tracking.partition_errors import row_order
 from fetchtool.analysis.tracking.tracker import SessionTracker, TrackedClient
@@ -59,6 +59,7 @@ class BrokerPart:
     files: dict = field(default_factory=dict)  # file -> first sort key
     traffic: dict = field(default_factory=dict)  # (host, client id) -> TrafficStats of this broker's fetches
     partition_errors: list = field(default_factory=list)  # PartitionErrorRow (each belongs to one broker)
+    kept: Kept | None = None  # the counts of the exchanges --client / --broker keep (run.Kept)
 
 
 def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, cache_shards=None,
@@ -95,7 +96,7 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
     savings.streams, savings._by_session, savings.only = {}, {}, None
     return BrokerPart(broker, run.totals, run.broker_summaries(), lives, notes,
                       list(enumerate(findings)), savings, first_key or (), files, run.traffic.client_stats(),
-                      run.partition_errors.rows())
+                      run.partition_errors.rows(), run.kept)
 
 
 def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards=None) -> Analysis:
@@ -114,15 +115,24 @@ def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards
         quality = FindingsEngine(cache_slots, cache_shards)
         quality.decode_quality(decode_report)
         findings.extend(((f.sort_key, len(parts), i), f) for i, f in enumerate(quality.finish(SessionTracker())))
-    capture = totals.capture_summary(files, decode)
+    kept = None
+    for p in parts:
+        if p.kept is not None:
+            if kept is None:
+                kept = Kept(p.kept.filters)
+            kept.merge(p.kept)
     sessions = sorted((s for p in parts for s in p.sessions), key=lambda ks: ks[0])
-    clients = tuple(sorted(_merge_clients(parts), key=lambda c: (c.host, c.client_id or "")))
+    every_client = tuple(sorted(_merge_clients(parts), key=lambda c: (c.host, c.client_id or "")))
+    # as analyze_items: the counts every exchange gives, or those of the exchanges --client / --broker keep
+    capture, brokers, clients = kept_view(kept, totals, files, decode, (b for p in parts for b in p.summaries),
+                                          every_client)
     return Analysis(
         capture=capture,
-        brokers=tuple(sorted((b for p in parts for b in p.summaries), key=lambda b: b.broker)),
+        brokers=brokers,
         clients=clients,
         sessions=tuple(s for _k, s in sessions),
-        findings=annotate(tuple(f for _k, f in sorted(findings, key=lambda kf: kf[0])), clients, decode_report),
+        findings=annotate(tuple(f for _k, f in sorted(findings, key=lambda kf: kf[0])), every_client,
+                          decode_report),
         savings=_merge_savings([p.savings for p in parts]),
         partition_errors=tuple(sorted((r for p in parts for r in p.partition_errors), key=row_order)),
     )

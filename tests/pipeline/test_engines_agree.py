@@ -95,3 +95,32 @@ def test_the_decode_report_names_client_software_in_the_order_one_decode_learns_
     polars = render(analyze_capture([CAPTURES / name]))
     assert len(json.loads(polars)["capture"]["decode"]["client_software"]) >= 2
     assert render(analyze_spark([CAPTURES / name], spark=spark)) == polars
+
+
+@pytest.mark.parametrize("keep", [{"client": CLIENT_ID}, {"broker": "10.0.0.101:9092"},
+                                  {"client": "10.0.0.1:40002"}])
+def test_filtered_parts_merge_into_the_filtered_one_pass_report(two_brokers, keep):
+    # --client / --broker counts (capture totals, broker and client counts, savings with one row per client)
+    # are kept per part and added up on the driver: the same report as one filtered pass.
+    from fetchtool.analysis.run import filtered, savings_filter
+
+    run = decode_capture([two_brokers])
+    items = list(run)
+    only = savings_filter(keep.get("client"), keep.get("broker"))
+    one_pass = filtered(analyze_items(items, decode_report=run.report, savings_of=only), **keep)
+    keyed = sorted(((it.broker, (i,)), it) for i, it in enumerate(items))
+    last_ts = max(t for it in items for t in (it.ts, it.response_ts) if t is not None)
+    parts = [analyze_broker(broker, ((key, it) for (_b, key), it in group), last_ts, savings_of=only)
+             for broker, group in groupby(keyed, key=lambda kv: kv[0][0])]
+    merged = filtered(merge(parts[::-1], run.report), **keep)
+    assert render(merged) == render(one_pass)
+    assert one_pass.capture.filters == keep
+    if keep != {"client": CLIENT_ID}:  # the scenario's one client: every exchange is kept
+        assert one_pass.capture.exchanges < analyze_capture([two_brokers]).capture.exchanges
+
+
+@pytest.mark.spark
+def test_spark_and_polars_agree_on_a_filtered_report(spark, two_brokers):
+    for keep in ({"client": CLIENT_ID}, {"broker": "10.0.0.100:9092"}):
+        assert render(analyze_spark([two_brokers], spark=spark, **keep)) == render(analyze_capture([two_brokers],
+                                                                                                   **keep))

@@ -31,7 +31,9 @@ def test_savings_json_has_the_contract_per_client_and_broker():
 def test_savings_table_shows_the_clients_and_a_chart():
     res = runner.invoke(app, ["savings", "captures/scenarios/sessionless-many.pcap"], env={"COLUMNS": "160"})
     assert res.exit_code == 0, res.output
-    assert "rdkafka@10.0.6.1:46000" in res.output and "█" in res.output and "incr." in res.output
+    # one row per client (client id@host, as analyze names it), its connections listed beside it
+    assert "rdkafka@10.0.6.1" in res.output and "10.0.6.1:46000" in res.output
+    assert "█" in res.output and "incr." in res.output
 
 
 def test_savings_jsonl_gives_one_row_per_fetch_exchange():

@@ -138,6 +138,6 @@ def test_the_reports_name_the_excess(tmp_path):
     assert "unchanged partitions resent" in md and "| excess |" in md
     savings_section = md[md.index("## Savings"):]
     row = next(line for line in savings_section.splitlines() if line.startswith("| resend@"))
-    assert row.rstrip(" |").rsplit("| ", 1)[1] == str(_by_client(s)["resend"]["excess_bytes"])
+    assert row.rstrip(" |").rsplit("| ", 1)[1] == f"{_by_client(s)['resend']['excess_bytes']:,}"
     healthy = runner.invoke(app, ["savings", str(CAPTURES / "scenarios/healthy.pcap")], env={"COLUMNS": "200"})
     assert "unchanged partitions" not in healthy.output

@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from fetchtool.analysis.reports import savings_panel, traffic_tables
+from fetchtool.analysis.reports.fit import Col, Fit
+from fetchtool.analysis.reports.units import count
+from fetchtool.protocol.report import warning_lines
 from fetchtool.analysis.model import ERROR, INFO, WARNING, Analysis, SessionLife
 
 STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "cyan"}
@@ -36,50 +39,66 @@ def render(analysis: Analysis, console: Console) -> None:
 
 def summary_panel(a: Analysis) -> Panel:
     c = a.capture
-    lines = [
+    lines = [f"filter: {filter_text(c)}"] if c.filters else []
+    lines += [
         f"files: {', '.join(c.files) or '-'}",
-        f"time: {when(c.first_ts)} .. {when(c.last_ts)} UTC",
+        f"time: {span_text(c)}",
         f"exchanges: {c.exchanges:,} (Fetch {c.fetch_exchanges:,}, FetchSnapshot {c.snapshot_exchanges:,})",
         f"bytes: requests {c.request_bytes:,}, responses {c.response_bytes:,}, records {c.records_bytes:,}",
     ]
-    for b in a.brokers:
-        errs = ", ".join(f"{k}x{v}" for k, v in b.errors.items()) or "none"
-        lines.append(f"broker {b.broker}: {b.exchanges:,} exchanges, {b.clients} client(s), {b.sessions_created} "
-                     f"session(s) created, up to {b.max_live_sessions} live, {b.refused_creations} refused, "
-                     f"errors {errs}")  # fmt: skip
+    lines += [f"broker {broker_text(b)}" for b in a.brokers]
     d = c.decode
     if d:
-        lines.append(f"decode: {d.get('packets', 0):,} packets, {d.get('connections', 0)} connections, "
-                     f"{d.get('gaps', 0)} gaps, {len(d.get('warnings', {}))} warning kind(s)")  # fmt: skip
+        lines.append(f"decode: {count(d.get('packets', 0), 'packet')}, {count(d.get('connections', 0), 'connection')}, "
+                     f"{count(d.get('gaps', 0), 'gap')}, {count(len(d.get('warnings', {})), 'warning kind')}")
+        lines += [f"decode warning: {w}" for w in warning_lines(d)]
     return Panel("\n".join(lines), title="Capture", expand=False)
 
 
-def clients_table(a: Analysis) -> Table:
-    t = Table(title="Clients", show_lines=False)
-    for col in ("client", "connections", "brokers", "software", "Fetch versions", "requests", "sessions", "errors"):
-        t.add_column(col)
-    for c in a.clients:
-        kinds = ", ".join(f"{k} {v}" for k, v in c.request_kinds.items())
-        t.add_row(
-            Text(c.label), str(len(c.addresses)), "\n".join(c.brokers), ", ".join(c.software) or "-",
-            ", ".join(f"{k}:{v}" for k, v in c.fetch_versions.items()) or "-", kinds, str(len(c.sessions)),
-            ", ".join(f"{k}x{v}" for k, v in c.errors.items()) or "-",
-        )  # fmt: skip
-    return t
+def span_text(c) -> str:
+    if c.first_ts is None:
+        return "no Fetch exchanges in the capture"
+    return f"{when(c.first_ts)} .. {when(c.last_ts)} UTC"
 
 
-def sessions_table(a: Analysis) -> Table:
-    t = Table(title=f"Sessions ({len(a.sessions)})")
-    for col in ("broker", "session", "client", "created (frames)", "partitions", "incr.", "last epoch", "errors",
-                "end"):  # fmt: skip
-        t.add_column(col)
-    for s in a.sessions[:MAX_SESSION_ROWS]:
-        t.add_row(s.broker, str(s.session_id), s.owner, created_text(s),
-                  f"{s.first_partitions}->{s.partitions} (max {s.max_partitions})", str(s.incremental_requests),
-                  "-" if s.last_epoch is None else str(s.last_epoch), str(s.errors), end_text(s))  # fmt: skip
+def filter_text(c) -> str:
+    """Which --client / --broker the report is kept to, said once at its top."""
+    return ", ".join(f"--{k} {v}" for k, v in c.filters.items()) + " (every figure below counts only these exchanges)"
+
+
+def broker_text(b) -> str:
+    errs = ", ".join(f"{k}x{v:,}" for k, v in b.errors.items()) or "none"
+    return (f"{b.broker}: {count(b.exchanges, 'exchange')}, {count(b.clients, 'client')}, "
+            f"{count(b.sessions_created, 'session')} created, up to {b.max_live_sessions:,} live, "
+            f"{b.refused_creations:,} refused, errors {errs}")
+
+
+def clients_table(a: Analysis) -> Fit:
+    rows = [(c.label, tuple(c.addresses), tuple(c.brokers), ", ".join(c.software) or "-",
+             ", ".join(f"{k}:{v:,}" for k, v in c.fetch_versions.items()) or "-",
+             ", ".join(f"{k} {v:,}" for k, v in c.request_kinds.items()) or "-", f"{len(c.sessions):,}",
+             ", ".join(f"{k}x{v:,}" for k, v in c.errors.items()) or "-") for c in a.clients]  # fmt: skip
+    return Fit(f"Clients ({len(rows):,})", CLIENT_COLS, rows, empty="No clients in the capture.")
+
+
+CLIENT_COLS = (Col("client"), Col("connections"), Col("brokers"), Col("software", prose=True),
+               Col("Fetch versions", prose=True), Col("requests", prose=True), Col("sessions", right=True),
+               Col("errors", prose=True))
+SESSION_COLS = (Col("session", right=True), Col("broker"), Col("client"), Col("created (frames)"),
+                Col("partitions"), Col("incr.", right=True), Col("last epoch", right=True),
+                Col("errors", right=True), Col("end", prose=True))
+
+
+def sessions_table(a: Analysis) -> Fit:
+    rows = [(str(s.session_id), s.broker, s.owner, created_text(s),
+             f"{s.first_partitions}->{s.partitions} (max {s.max_partitions})", f"{s.incremental_requests:,}",
+             "-" if s.last_epoch is None else str(s.last_epoch), f"{s.errors:,}", end_text(s))
+            for s in a.sessions[:MAX_SESSION_ROWS]]  # fmt: skip
+    caption = None
     if len(a.sessions) > MAX_SESSION_ROWS:
-        t.caption = f"{len(a.sessions) - MAX_SESSION_ROWS} more sessions in --format json"
-    return t
+        caption = f"{len(a.sessions) - MAX_SESSION_ROWS:,} more sessions in --format json"
+    return Fit(f"Sessions ({len(a.sessions):,})", SESSION_COLS, rows, caption,
+               empty="No fetch sessions in the capture.", label="session {}")
 
 
 def created_text(s: SessionLife) -> str:
@@ -113,9 +132,11 @@ def findings_view(a: Analysis):
             if f.cause:
                 head.append(f"  cause: {f.cause}", style="bold")
             if f.count > 1:
-                head.append(f"  x{f.count}")
-            parts += [head, Text("  " + where_text(f), style="dim"), Text("  " + f.message),
-                      Text("  advice: " + f.advice, style="green"), Text("")]
+                head.append(f"  x{f.count:,}")
+            # indented as a block, so a wrapped line stays under its finding
+            parts += [head, *(Padding(t, (0, 0, 0, 2), expand=False) for t in (
+                Text(where_text(f), style="dim"), Text(f.message), Text("advice: " + f.advice, style="green"))),
+                Text("")]
     return Group(*parts)
 
 

@@ -4,9 +4,9 @@ one of partition errors. The terminal and Markdown reports render the same rows;
 
 from __future__ import annotations
 
-from rich.table import Table
 
 from fetchtool.analysis.model import Analysis, TrafficSummary
+from fetchtool.analysis.reports.fit import Col, Fit
 from fetchtool.analysis.tracking.latency import RELATIVE_ERROR
 
 MAX_ERROR_ROWS = 30
@@ -33,7 +33,7 @@ def max_wait_text(t: TrafficSummary) -> str:
         return "-"
     held = t.max_wait_checked - t.max_wait_early
     verdict = {True: "held", False: "IGNORED", None: "held?"}[t.max_wait_honoured]
-    return f"{verdict} {held}/{t.max_wait_checked}"
+    return f"{verdict} {held:,}/{t.max_wait_checked:,}"
 
 
 def traffic_rows(a: Analysis) -> list[tuple[str, ...]]:
@@ -56,30 +56,20 @@ def error_groups(a: Analysis) -> list[tuple[str, list[tuple[str, ...]]]]:
     return list(groups.items())
 
 
-def traffic_table(a: Analysis) -> Table | None:
+def traffic_table(a: Analysis) -> Fit | None:
     rows = traffic_rows(a)
     if not rows:
         return None
-    t = Table(title="Fetch traffic", caption=TRAFFIC_NOTE)
-    for i, col in enumerate(TRAFFIC_HEAD):
-        t.add_column(col, justify="left" if i == 0 else "right", overflow="fold")
-    for r in rows:
-        t.add_row(*r)
-    return t
+    cols = tuple(Col(c, right=i > 0) for i, c in enumerate(TRAFFIC_HEAD))
+    return Fit("Fetch traffic", cols, rows, caption=TRAFFIC_NOTE)
 
 
-def errors_tables(a: Analysis) -> list[Table]:
+def errors_tables(a: Analysis) -> list[Fit]:
     """One small table per client and broker (four narrow columns: readable at 80 columns)."""
-    tables = []
-    for who, rows in error_groups(a):
-        t = Table(title=f"Partition errors: {who}")
-        for col in ERROR_HEAD:
-            t.add_column(col, overflow="fold", no_wrap=col.startswith("error"))
-        for r in rows:
-            t.add_row(*r)
-        tables.append(t)
+    cols = (Col(ERROR_HEAD[0]), Col(ERROR_HEAD[1]), Col(ERROR_HEAD[2], right=True), Col(ERROR_HEAD[3]))
+    tables = [Fit(f"Partition errors: {who}", cols, rows, label="partition {}") for who, rows in error_groups(a)]
     if tables and len(a.partition_errors) > MAX_ERROR_ROWS:
-        tables[-1].caption = (f"{len(a.partition_errors) - MAX_ERROR_ROWS} more in --format json "
+        tables[-1].caption = (f"{len(a.partition_errors) - MAX_ERROR_ROWS:,} more in --format json "
                               "(brokers[].partition_errors)")
     return tables
 
@@ -96,10 +86,10 @@ def markdown(a: Analysis) -> list[str]:
         out += [_md_row(r) for r in rows]
         out += ["", TRAFFIC_NOTE, ""]
     if a.partition_errors:
-        out += [f"## Partition errors ({len(a.partition_errors)})", ""]
+        out += [f"## Partition errors ({len(a.partition_errors):,})", ""]
         for who, rows in error_groups(a):
             out += [f"{who}:", "", _md_row(ERROR_HEAD), "|" + "---|" * len(ERROR_HEAD)]
             out += [_md_row(r) for r in rows] + [""]
         if len(a.partition_errors) > MAX_ERROR_ROWS:
-            out += [f"{len(a.partition_errors) - MAX_ERROR_ROWS} more: see `fetchtool analyze --format json`.", ""]
+            out += [f"{len(a.partition_errors) - MAX_ERROR_ROWS:,} more: see `fetchtool analyze --format json`.", ""]
     return out

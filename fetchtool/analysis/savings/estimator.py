@@ -205,18 +205,28 @@ class Tally(ByteSums):
 @dataclass
 class SavingsResult:
     total: Tally
-    per_client: dict[tuple[str, str | None], Tally]
+    per_client: dict[tuple[str, str | None], Tally]  # (host, client id), as analyze's Clients table
     per_broker: dict[str, Tally]
     duration_s: float | None   # capture time: the sum of each file's first-to-last timestamp span
     snapshot_exchanges: int = 0
     notes: list[str] = field(default_factory=list)
     granting: frozenset[str] = frozenset()  # brokers shown to keep sessions (refusal_cause)
+    addresses: dict[tuple[str, str | None], dict[str, tuple]] = field(default_factory=dict)  # see SavingsEstimator
+
+    def connections(self, key: tuple[str, str | None]) -> list[str]:
+        """A client's ip:port in the order it first fetched on them."""
+        seen = self.addresses.get(key, {})
+        return sorted(seen, key=lambda a: (seen[a], a))
 
     def to_json(self) -> dict:
         d, g = self.duration_s, self.granting
         clients = []
-        for (client, client_id), t in sorted(self.per_client.items(), key=lambda kv: (-kv[1].saved_bytes, kv[0][0])):
-            clients.append({"client": client, "client_id": client_id, **t.to_json(d, g)})
+        for (host, client_id), t in sorted(self.per_client.items(),
+                                           key=lambda kv: (-kv[1].saved_bytes, kv[0][0], kv[0][1] or "")):
+            addresses = self.connections((host, client_id)) or [host]
+            # contract: `client` is an ip:port (the first connection's); `addresses` (extension) lists them all
+            clients.append({"client": addresses[0], "client_id": client_id, "host": host, "addresses": addresses,
+                            **t.to_json(d, g)})
         brokers = [{"broker": b, **t.to_json(d, g)}
                    for b, t in sorted(self.per_broker.items(), key=lambda kv: (-kv[1].saved_bytes, kv[0]))]
         return {"total": self.total.to_json(d, g), "per_client": clients, "per_broker": brokers,
@@ -231,7 +241,10 @@ class SavingsEstimator:
         self.streams: dict[tuple[str, str], StreamModel] = {}   # (client ip:port, broker)
         self._by_session: dict[tuple, StreamModel] = {}          # (host, client id, broker, session id)
         self.total = Tally()
-        self.per_client: dict[tuple[str, str | None], Tally] = {}
+        self.per_client: dict[tuple[str, str | None], Tally] = {}  # (host, client id): one client, many connections
+        # (host, client id) -> ip:port -> (first request ts, frame): orders the connections the same way whichever
+        # engine split the exchanges (a min over parts, not the order the parts arrive in)
+        self.addresses: dict[tuple[str, str | None], dict[str, tuple]] = {}
         self.per_broker: dict[str, Tally] = {}
         self.spans: dict[str, list[float]] = {}   # file -> [first, last] timestamp
         self.snapshot_exchanges = 0
@@ -279,11 +292,14 @@ class SavingsEstimator:
             pair[0] += s.saved_bytes
         pair[1] += s.actual_bytes
         self.total.add(s)
-        ck = (ex.client, ex.client_id)
+        ck = (pk[0], ex.client_id)
         t = self.per_client.get(ck)
         if t is None:
             t = self.per_client[ck] = Tally()
         t.add(s)
+        seen = self.addresses.setdefault(ck, {})
+        if ex.client not in seen:
+            seen[ex.client] = (ex.ts if ex.ts is not None else float("inf"), ex.file, ex.request_frame or 0)
         t = self.per_broker.get(ex.broker)
         if t is None:
             t = self.per_broker[ex.broker] = Tally()
@@ -300,6 +316,10 @@ class SavingsEstimator:
         for file, (first, last) in other.spans.items():
             span = self.spans.setdefault(file, [first, last])
             span[0], span[1] = min(span[0], first), max(span[1], last)
+        for key, seen in other.addresses.items():
+            mine = self.addresses.setdefault(key, {})
+            for address, first in seen.items():
+                mine[address] = min(mine.get(address, first), first)
         self.snapshot_exchanges += other.snapshot_exchanges
         self.model_errors += other.model_errors
         self.granting |= other.granting
@@ -320,23 +340,28 @@ class SavingsEstimator:
     def result(self) -> SavingsResult:
         notes = []
         if self.total.estimated_at_v7:
-            notes.append(f"{self.total.estimated_at_v7} exchange(s) used Fetch < v7 (no sessions): their full and "
-                         f"incremental equivalents are sized at Fetch v7.")
+            notes.append(f"{_count(self.total.estimated_at_v7, 'exchange')} used Fetch < v7 (no sessions): their full "
+                         f"and incremental equivalents are sized at Fetch v7.")
         if self.total.responses_missing:
-            notes.append(f"{self.total.responses_missing} request(s) without a captured response: response bytes "
-                         f"are left out for them.")
+            notes.append(f"{_count(self.total.responses_missing, 'request')} without a captured response: their "
+                         f"response bytes are left out.")
         if self.total.reencode_mismatches:
-            notes.append(f"{self.total.reencode_mismatches} of {self.total.reencode_checked} exchange(s) re-size "
-                         f"differently from their captured frames (fields the decoder does not keep, e.g. tagged "
-                         f"fields); those bytes are carried over into both equivalents.")
+            notes.append(f"{self.total.reencode_mismatches:,} of {self.total.reencode_checked:,} exchanges come out "
+                         f"bigger or smaller when fetchtool re-encodes them (it does not keep every field, "
+                         f"e.g. tagged fields); the difference is added to both the full and the incremental "
+                         f"figures, so the saving is not changed by it.")
         if self.model_errors:
-            notes.append(f"{self.model_errors} exchange(s) could not be modelled and are left out.")
+            notes.append(f"{_count(self.model_errors, 'exchange')} could not be modelled: left out of the estimate.")
         if self.snapshot_exchanges:
-            notes.append(f"{self.snapshot_exchanges} FetchSnapshot exchange(s) are not part of the estimate "
+            notes.append(f"{_count(self.snapshot_exchanges, 'FetchSnapshot exchange')} are not part of the estimate "
                          f"(no sessions in KIP-630).")
         duration = sum(last - first for first, last in self.spans.values())
         return SavingsResult(self.total, self.per_client, self.per_broker, duration or None,
-                             self.snapshot_exchanges, notes, frozenset(self.granting))
+                             self.snapshot_exchanges, notes, frozenset(self.granting), self.addresses)
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def estimate(exchanges) -> SavingsResult:

@@ -1,0 +1,90 @@
+"""Tables that never cut an id short: a table when it fits the width the console gives, else one card per row.
+
+The rule: a table is drawn only if every column that holds an id (client id, ip:port, session id, topic, count)
+fits at its full width, and each prose column (reasons, request kinds) gets at least PROSE_MIN columns to wrap
+in. Otherwise each row becomes a card: its label (the first column) on a line of its own, then `key: value`
+lines, wrapped at spaces, so an id is only ever moved to the next line, never cut.
+
+The choice is made at render time (`__rich_console__`), from the width rich hands the renderable, so callers
+need not know the width: `Console(width=80)`, a pipe, a panel's inside all work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+PROSE_MIN = 24  # narrowest a prose column may wrap to before cards read better
+
+
+@dataclass(frozen=True)
+class Col:
+    name: str
+    right: bool = False  # numbers
+    prose: bool = False  # free text that may wrap inside its cell; every other column is kept whole
+
+
+Cell = str | tuple[str, ...]  # a tuple: several values, one a line in a table, ", " in a card
+
+
+def _lines(cell: Cell) -> list[str]:
+    return list(cell) if isinstance(cell, tuple) else str(cell).split("\n")
+
+
+def _flat(cell: Cell) -> str:
+    return ", ".join(cell) if isinstance(cell, tuple) else str(cell).replace("\n", ", ")
+
+
+class Fit:
+    """A titled list of rows, drawn as a table or as cards, whichever the width allows (module docstring)."""
+
+    def __init__(self, title: str, cols: tuple[Col, ...], rows: list[tuple[Cell, ...]], caption: str | None = None,
+                 empty: str | None = None, label: str = "{}") -> None:
+        self.title, self.cols, self.rows, self.caption, self.empty = title, cols, rows, caption, empty
+        self.label = label  # a card's heading, from the first column ("session {}" -> "session 123")
+
+    def natural(self) -> list[int]:
+        """Each column's width with nothing wrapped."""
+        return [max([cell_len(c.name)] + [cell_len(line) for r in self.rows for line in _lines(r[i])])
+                for i, c in enumerate(self.cols)]
+
+    def table_width(self) -> int:
+        """The narrowest a table can be with every id whole: borders, padding, ids in full, prose at PROSE_MIN."""
+        widths = [min(w, PROSE_MIN) if c.prose else w for c, w in zip(self.cols, self.natural())]
+        return sum(widths) + 3 * len(widths) + 1
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not self.rows:
+            if self.empty:
+                yield Text(self.empty)
+            return
+        if self.table_width() <= options.max_width:
+            yield self.table()
+        else:
+            yield from self.cards()
+
+    def table(self) -> Table:
+        t = Table(title=self.title, caption=self.caption)
+        for c, w in zip(self.cols, self.natural()):
+            if c.prose:
+                t.add_column(c.name, overflow="fold", min_width=min(w, PROSE_MIN))
+            else:  # min_width: rich would otherwise squeeze and ellipsize it
+                t.add_column(c.name, justify="right" if c.right else "left", no_wrap=True, min_width=w)
+        for r in self.rows:
+            t.add_row(*("\n".join(_lines(x)) for x in r))
+        return t
+
+    def cards(self):
+        yield Text(self.title, style="bold italic")
+        for r in self.rows:
+            yield Text(self.label.format(_flat(r[0])), style="bold")
+            for c, x in zip(self.cols[1:], r[1:]):
+                yield Padding(Text(f"{c.name}: {_flat(x)}"), (0, 0, 0, 2), expand=False)
+        if self.caption:
+            yield Text(self.caption, style="dim")
+        yield Text("")

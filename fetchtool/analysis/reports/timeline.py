@@ -1,0 +1,75 @@
+"""`fetchtool sessions`: each fetch session's timeline, epoch by epoch, at any console width.
+
+A table when its columns fit whole; otherwise one line per step, its fields separated by two spaces, wrapped at
+spaces beside the step's time: an error name (FETCH_SESSION_ID_NOT_FOUND) or a frame pair moves to the next line
+whole instead of being broken over four. A card per step (fit.Fit) would take eight lines for each of hundreds of steps.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+from fetchtool.analysis.model import Analysis, SessionLife
+from fetchtool.analysis.reports.terminal import created_text, end_text, when
+from fetchtool.sessions.errors import error_name
+
+KIND = {"full_create": "full, new", "incremental": "incr."}
+NOTE = "partitions: sent in the request (+added, -forgotten), and -> returned in the response"
+
+
+def heading(s: SessionLife) -> str:
+    return f"session {s.session_id} on {s.broker}, client {s.owner}, created {created_text(s)}, {end_text(s)}"
+
+
+def rows(s: SessionLife) -> list[tuple[str, ...]]:
+    out = []
+    for st in s.steps:
+        result = "no response" if st.error_code is None else "ok" if st.error_code == 0 else error_name(st.error_code)
+        back = "" if st.returned is None else f" -> {st.returned}"
+        out.append((when(st.ts)[11:], f"{st.request_frame}/{st.response_frame or '-'}", str(st.conn),
+                    KIND.get(st.kind, st.kind), str(st.epoch), f"{st.sent} (+{st.added} -{st.forgotten}){back}",
+                    result))  # fmt: skip
+    return out
+
+
+class Timeline:
+    """One session's steps (module docstring)."""
+
+    def __init__(self, s: SessionLife) -> None:
+        self.s, self.rows = s, rows(s)
+        day = when(s.steps[0].ts)[:10] if s.steps else ""
+        self.head = (f"{day} UTC", "frames", "conn", "kind", "epoch", "partitions", "result")
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(heading(self.s), style="bold")
+        widths = [max([cell_len(h)] + [cell_len(r[i]) for r in self.rows]) for i, h in enumerate(self.head)]
+        if sum(widths) + 2 * (len(widths) - 1) <= options.max_width:  # SIMPLE_HEAD, no edge padding
+            t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+            for h, w in zip(self.head, widths):
+                t.add_column(h, no_wrap=True, min_width=w)
+            for r in self.rows:
+                t.add_row(*r)
+            yield t
+        else:  # the time, then the rest wrapped beside it: a wrapped step stays under its own time
+            g = Table.grid(padding=(0, 2))
+            g.add_column(no_wrap=True)
+            g.add_column()
+            g.add_row(Text(self.head[0], style="bold"), Text("  ".join(self.head[1:]), style="bold"))
+            for r in self.rows:
+                g.add_row(r[0], "  ".join(r[1:]))
+            yield g
+        note = NOTE + (f"; {self.s.steps_dropped:,} later requests not kept" if self.s.steps_dropped else "")
+        yield Text(note, style="dim")
+        yield Text("")
+
+
+def render(analysis: Analysis, console: Console, client: str | None = None) -> None:
+    if not analysis.sessions:
+        console.print("No fetch sessions" + (f" for client {client}" if client else "") + " in the capture.")
+        return
+    for s in analysis.sessions:
+        console.print(Timeline(s))
