@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-from pngread import Image, read_png
+from tests.reports.pngread import Image, read_png
 
 WIDTH = 1200
 FLAGS = ["--headless=new", "--disable-gpu", "--no-sandbox", "--force-device-scale-factor=1", "--hide-scrollbars",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from headless import Page, chart_boxes, coloured_pixels, data_blob, elements, open_page
+from tests.reports.headless import Page, chart_boxes, coloured_pixels, data_blob, elements, open_page
 
 from fetchtool.analysis.model import Analysis
 from fetchtool.analysis.reports.html import render
