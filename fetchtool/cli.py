@@ -9,8 +9,9 @@ from contextlib import contextmanager
 
 import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
+from fetchtool.commands.helptext import flag_given_a_value, set_metavars
 from fetchtool.commands.output import bad_option, usage_error_line
 
 
@@ -27,6 +28,32 @@ class _OneLineUsageErrors(TyperGroup):
     def invoke(self, ctx):  # an unknown command, and everything a command's own parser refuses
         with _one_line_usage_error():
             return super().invoke(ctx)
+
+    def get_help_option(self, ctx):
+        return _no_metavar(super().get_help_option(ctx))
+
+
+class _Command(TyperCommand):
+    """A command whose help shows readable metavars, and that refuses a value after a flag."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        set_metavars(self.params)
+
+    def parse_args(self, ctx, args):
+        message = flag_given_a_value(self.params, args)
+        if message:
+            bad_option(message)
+        return super().parse_args(ctx, args)
+
+    def get_help_option(self, ctx):
+        return _no_metavar(super().get_help_option(ctx))
+
+
+def _no_metavar(option):
+    if option is not None:
+        option.metavar = ""  # not `--help <bool>`
+    return option
 
 
 @contextmanager
@@ -46,6 +73,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command's context
 )
 
 # Order is the order `fetchtool --help` lists them.
@@ -56,11 +84,23 @@ for _name in COMMANDS:
         _module = importlib.import_module(f"fetchtool.commands.{_name}")
         _doc = _module.__doc__ or ""
         # the listing shows the docstring's first paragraph on one line; `fetchtool NAME --help` shows it all
-        app.command(_name, help=_doc, short_help=" ".join(_doc.split("\n\n")[0].split()))(_module.main)
+        app.command(_name, cls=_Command, help=_doc,
+                    short_help=" ".join(_doc.split("\n\n")[0].split()))(_module.main)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from fetchtool import CONTRACT_VERSION, tool_version
+
+        typer.echo(f"fetchtool {tool_version()} (report contract {CONTRACT_VERSION})")
+        raise typer.Exit(0)
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_print_version, metavar="",
+                                 help="Print fetchtool's version and the report contract's, and exit."),
+) -> None:
     """Analyse and replay Apache Kafka Fetch traffic."""
     # Everything imported so far (kio's hundreds of schema classes, polars, rich) lives as long as the command:
     # frozen, the collector stops re-walking it each time decoding's millions of row tuples trigger a pass.
