@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import importlib
 import importlib.util
+import os
+import sys
 from contextlib import contextmanager
 
 import typer
@@ -13,6 +15,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from fetchtool.commands.helptext import flag_given_a_value, set_metavars
 from fetchtool.commands.output import bad_option, usage_error_line
+from fetchtool.commands.reading import INTERRUPTED
 
 
 class _OneLineUsageErrors(TyperGroup):
@@ -26,8 +29,10 @@ class _OneLineUsageErrors(TyperGroup):
             return super().parse_args(ctx, args)
 
     def invoke(self, ctx):  # an unknown command, and everything a command's own parser refuses
-        with _one_line_usage_error():
-            return super().invoke(ctx)
+        with _one_line_usage_error(), _quiet_endings():
+            result = super().invoke(ctx)
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at exit where Python reports it
+            return result
 
     def get_help_option(self, ctx):
         return _no_metavar(super().get_help_option(ctx))
@@ -54,6 +59,20 @@ def _no_metavar(option):
     if option is not None:
         option.metavar = ""  # not `--help <bool>`
     return option
+
+
+@contextmanager
+def _quiet_endings():
+    """The two ways a user ends a command early, neither an error worth a traceback: the reader of its output went
+    away (`fetchtool analyze X | head -1`: exit 0, as Unix tools do) and Ctrl-C where no command stops by itself
+    with a partial report (exit 130, not click's "Aborted!" and 1)."""
+    try:
+        yield
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        raise typer.Exit(0) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(INTERRUPTED) from None
 
 
 @contextmanager
