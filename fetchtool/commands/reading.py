@@ -53,7 +53,7 @@ class Reading:
     def items(self):
         """The run's items inside the window. Raises the decoder's CaptureError when nothing can be read."""
         err = Console(stderr=True)
-        previous = signal.signal(signal.SIGINT, self._on_sigint)
+        previous = _catch_sigint(self._on_sigint)
         it = iter(self.run)
         window = self.window
         try:
@@ -79,7 +79,8 @@ class Reading:
                         self.last_frame = item.request_frame
                     yield item
         finally:
-            signal.signal(signal.SIGINT, previous)
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
 
     def _on_sigint(self, _sig, _frame) -> None:
         # While the decoder waits (on a slow file, a pipe) stop it at once; while the caller works on an item,
@@ -103,9 +104,20 @@ class Reading:
             interrupted_exit(self.last_frame)
 
 
-def interrupted_exit(last_frame: int | None = None) -> None:
+def _catch_sigint(handler):
+    """Install `handler` for SIGINT; the handler it replaces, or None when SIGINT stays as it is: ignored (a
+    background job, nohup: the user asked for no Ctrl-C) or not ours to set (not the main thread)."""
+    try:
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+            return None
+        return signal.signal(signal.SIGINT, handler)
+    except ValueError:
+        return None
+
+
+def interrupted_exit(last_frame: int | None = None, done: str = "read") -> None:
     where = f" (up to request frame {last_frame:,})" if last_frame is not None else ""
-    typer.echo(f"interrupted: the report covers what was read before Ctrl-C{where}", err=True)
+    typer.echo(f"interrupted: the report covers what was {done} before Ctrl-C{where}", err=True)
     raise typer.Exit(INTERRUPTED)
 
 

@@ -110,4 +110,4 @@ def main(
         if buf is not None:
             emit(buf.getvalue(), output)
     if run.interrupted:
-        interrupted_exit()
+        interrupted_exit(done="replayed")

@@ -176,6 +176,9 @@ def replay_json(run, captured: CapturedCounts) -> dict:
 
 def byte_notes(run, replayed: Tally, captured: Tally) -> list[str]:
     """Why the replay's byte counts are not the capture's: it re-issues the fetches, not the captured bytes."""
+    if not run.finished:  # every count is short of the capture's: that is the one thing to say
+        return [f"the replay stopped after {replayed.requests:,} of {count(captured.requests, 'request')}: the "
+                "totals cover what was sent"]
     notes = []
     if replayed.response_bytes != captured.response_bytes:
         source = ("the embedded broker answers from logs pre-filled with 16-byte placeholder records up to the "
@@ -188,9 +191,6 @@ def byte_notes(run, replayed: Tally, captured: Tally) -> list[str]:
         notes.append(f"request bytes differ from the capture's ({_mb(replayed.request_bytes)} MB replayed, "
                      f"{_mb(captured.request_bytes)} MB captured): each client sends what its live fetch session "
                      "needs (partitions added, changed or forgotten) in the Fetch version the target speaks")
-    if not run.finished:
-        notes.append(f"the replay stopped after {count(replayed.requests, 'request')} of "
-                     f"{count(captured.requests, 'request')}: the totals cover what was sent")
     return notes
 
 
