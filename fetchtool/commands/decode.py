@@ -8,9 +8,11 @@ from enum import Enum
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from fetchtool.commands.decode_summary import summary_lines
 from fetchtool.commands.options import since_option, until_option, width_option
 from fetchtool.commands.output import bad_option, check_choice, check_ports, fail, report_console
 from fetchtool.commands.reading import Reading
@@ -84,8 +86,9 @@ def main(
         if tables is not None:
             tables.close()
     if format is Format.table and rows:
-        report_console(width=width).print(exchange_table(rows))
-    for line in reading.report.lines():
+        console = report_console(width=width)
+        console.print(exchange_table(rows, console.width))
+    for line in summary_lines(reading.report):
         err.print(line, highlight=False, markup=False)
     reading.require_traffic()
     if tables is not None:
@@ -119,7 +122,7 @@ def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | No
         rep = decode_spark([str(p) for p in captures], str(out), master=master, ports=ports or None, window=window)
     except (SparkUnavailable, CaptureError) as exc:
         fail(str(exc))
-    for line in rep.lines():
+    for line in summary_lines(rep):
         err.print(line, highlight=False, markup=False)
     reading = Reading(captures, ports, window)
     reading.run.report = rep
@@ -128,26 +131,44 @@ def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | No
               f" to {out}/ (Spark Parquet datasets)", highlight=False)
 
 
-def exchange_table(exchanges: list[Exchange]) -> Table:
+# Below this many columns the full table (16 columns) would be cut to "1…" in every cell: a narrower one instead.
+WIDE_TABLE = 160
+
+
+def exchange_table(exchanges: list[Exchange], width: int = WIDE_TABLE) -> Table:
+    """The exchanges, one a row. Narrower than WIDE_TABLE: time, frames, latency, client id, session and
+    epoch, partitions, error and record bytes only (--format jsonl has everything)."""
     days = {iso(ex.ts)[:10] for ex in exchanges if ex.ts is not None}
     one_day = len(days) == 1
-    table = Table(title=count(len(exchanges), "exchange"), show_lines=False)
-    # the date once, in the header, when every exchange is on one day (as `sessions` does)
-    columns = [(f"{days.pop()} UTC" if one_day else "time (UTC)", "left"), ("req", "right"), ("resp", "right"),
-               ("ms", "right"), ("client", "left"), ("client id", "left"), ("broker", "left"), ("api", "left"),
-               ("session", "right"), ("epoch", "right"), ("parts", "right"), ("forgot", "right"),
-               ("resp session", "right"), ("error", "right"), ("resp parts", "right"), ("records B", "right")]
-    for col, justify in columns:
-        table.add_column(col, justify=justify)
+    clock = f"{next(iter(days))} UTC" if one_day else "time (UTC)"  # the date once, in the header, as `sessions`
+    wide = width >= WIDE_TABLE
+    table = Table(title=count(len(exchanges), "exchange"), show_lines=False,
+                  **({} if wide else {"box": box.SIMPLE_HEAD, "pad_edge": False}))
+    if wide:
+        columns = ["req", "resp", "ms", "client", "client id", "broker", "api", "session", "epoch", "parts",
+                   "forgot", "resp session", "error", "resp parts", "records B"]
+    else:
+        columns = ["frames", "ms", "client id", "session:epoch", "parts", "error", "records B"]
+    table.add_column(clock, no_wrap=True)
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("client", "client id", "broker", "api") else "right",
+                         overflow="fold")
     for ex in exchanges:
-        api = ("Fetch" if ex.api_key == 1 else "FetchSnapshot") + f" v{ex.api_version}"
         when = None if ex.ts is None else iso(ex.ts)[11:-1] if one_day else iso(ex.ts).replace("T", " ")[:-1]
         latency = latency_ms(ex)
-        table.add_row(*(_cell(v) for v in (when, ex.request_frame, ex.response_frame,
-                                           None if latency is None else f"{latency:,.1f}", ex.client, ex.client_id,
-                                           ex.broker, api, ex.session_id, ex.session_epoch, ex.partitions,
-                                           ex.forgotten, ex.response_session_id, ex.error_code,
-                                           ex.response_partition_count, _thousands(ex.records_bytes))))
+        ms = None if latency is None else f"{latency:,.1f}"
+        if wide:
+            api = ("Fetch" if ex.api_key == 1 else "FetchSnapshot") + f" v{ex.api_version}"
+            cells = (when, ex.request_frame, ex.response_frame, ms, ex.client, ex.client_id, ex.broker, api,
+                     ex.session_id, ex.session_epoch, ex.partitions, ex.forgotten, ex.response_session_id,
+                     ex.error_code, ex.response_partition_count, _thousands(ex.records_bytes))
+        else:
+            cells = (when, f"{ex.request_frame}/{_cell(ex.response_frame)}", ms, ex.client_id,
+                     f"{_cell(ex.session_id)}:{_cell(ex.session_epoch)}", f"{ex.partitions}-{ex.forgotten}",
+                     ex.error_code, _thousands(ex.records_bytes))
+        table.add_row(*(_cell(v) for v in cells))
+    if not wide:
+        table.caption = "parts: partitions sent - forgotten; --width 160 or more for every column"
     return table
 
 
