@@ -98,7 +98,7 @@ def timeline(s) -> Table:
     day = when(s.steps[0].ts)[:10] if s.steps else ""
     # Seven columns so a timeline fits an 80-column terminal; the date is said once, in the first header.
     for col in (f"{day} UTC", "frames", "conn", "kind", "epoch", "partitions", "result"):
-        t.add_column(col, no_wrap=col != "result", overflow="fold")
+        t.add_column(col, no_wrap=col != "result", overflow="fold", min_width=len(col) if col == "result" else None)
     t.caption = "partitions: sent in the request (+added, -forgotten), and -> returned in the response"
     for st in s.steps:
         t.add_row(*step_cells(st))
