@@ -100,3 +100,31 @@ def test_decode_shows_time_latency_and_client_id():
     assert clock in row and first["client_id"] in row and f"{first['latency_ms']:,.1f}" in row
     narrow = fetchtool("decode", REBALANCE, "-f", "table", env={"COLUMNS": "80"}).stdout
     assert max(map(len, narrow.splitlines())) <= 80 and clock in narrow
+
+
+@pytest.fixture(scope="module")
+def http_capture(tmp_path_factory):
+    """A capture of one plain HTTP exchange on port 8080, written with fetchtool's own pcap writer."""
+    from fetchtool.capture.conversation import TcpConversation
+    from fetchtool.capture.events import Endpoint
+    from fetchtool.capture.writer import PcapWriter
+
+    path = tmp_path_factory.mktemp("http") / "web.pcap"
+    with PcapWriter(path) as writer:
+        conv = TcpConversation(writer, Endpoint("10.0.0.1", 51000), Endpoint("10.0.0.2", 8080))
+        ts = conv.handshake(1_700_000_000.0)
+        ts = conv.send("client", b"GET / HTTP/1.1\r\nHost: example\r\n\r\n", ts + 0.01)
+        ts = conv.send("server", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", ts + 0.01)
+        conv.close(ts + 0.01)
+    return path
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_a_capture_without_kafka_fails_alike_saying_it_was_read(command, http_capture):
+    proc = fetchtool(command, http_capture, *READERS[command])
+    assert proc.returncode == NO_TRAFFIC, proc.stderr
+    error = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1, proc.stderr
+    assert error[0].startswith("error: no Kafka traffic in web.pcap: none of its 1 TCP connection (")
+    assert error[0].endswith(" packets) carried Kafka")
+    assert "files: -" not in proc.stderr and proc.stdout == ""
