@@ -66,9 +66,23 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
         fail(str(exc) or "the capture could not be read")
     for line in warning_lines(analysis.capture.decode):
         warn(line)
+    if engine == "spark" and not analysis.capture.exchanges:
+        _read_for_the_hint(reading)
     reading.require_traffic(analysis.capture.exchanges if engine == "spark" else None)
     warn_if_nothing_matched(bool(analysis.clients), client, broker)
     return analysis, reading
+
+
+def _read_for_the_hint(reading: Reading) -> None:
+    """Spark found no Fetch exchange: read the capture here too (the failure path only), so that the hint says
+    what the capture carried, as it does for the embedded engine."""
+    from fetchtool.decoder import CaptureError
+
+    try:
+        for _item in reading.items():
+            pass
+    except CaptureError:
+        pass
 
 
 def render(analysis: Analysis, format: str, output: Path | None, width: int | None,

@@ -43,6 +43,10 @@ def set_metavars(params) -> None:
         if not param.opts or not param.opts[0].startswith("-"):
             # an argument's type column ignores its metavar: its name (CAPTURE...) already says what it takes
             param.display_type_rich = lambda ctx=None: None
+            # and the usage line adds its own "...": {CAPTURE}..., not {CAPTURE...}...
+            bare = param.metavar.removesuffix("...")
+            usage = (f"{{{bare}}}" if param.required else f"[{bare}]") + ("..." if param.nargs != 1 else "")
+            param._usage_display_name = lambda usage=usage: usage
 
 
 def flag_given_a_value(params, args: list[str]) -> str | None:
