@@ -170,5 +170,5 @@ def plan_or_fail(reading, what: str):
         fail(str(exc))
     for w in reading.report.warning_lines()[:20]:
         warn(w)
-    reading.require_traffic(reading.exchanges if plan.streams else 0)
+    reading.require_traffic(reading.exchanges if plan.streams else 0, to_run=True)
     return plan

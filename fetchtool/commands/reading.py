@@ -17,7 +17,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from fetchtool.commands.output import fail
+from fetchtool.commands.output import fail, warn
 from fetchtool.commands.progress import CaptureProgress
 from fetchtool.commands.window import TimeWindow, iso
 from fetchtool.commands.wording import plural
@@ -89,14 +89,21 @@ class Reading:
         if self._in_decode:
             raise KeyboardInterrupt
 
-    def require_traffic(self, exchanges: int | None = None) -> None:
-        """Exit NO_TRAFFIC with a one-line hint when no Fetch exchange was read (`exchanges`: the count when the
-        items were not read through items(), e.g. by the Spark engine)."""
+    def require_traffic(self, exchanges: int | None = None, to_run: bool = False) -> None:
+        """The one rule for a capture that gave no Fetch exchange (`exchanges`: the count when the items were
+        not read through items(), e.g. by the Spark engine): no Kafka traffic at all (a wrong --port, not
+        Kafka) or none inside --since/--until exits NO_TRAFFIC with a one-line hint. Kafka traffic without
+        Fetch (a share group's ShareFetch, producers only) is a report of its own, with a warning saying so;
+        but not for a command that has nothing `to_run` without Fetch (simulate, replay)."""
         found = self.exchanges if exchanges is None else exchanges
         if found or self.interrupted:
             return
-        fail(no_traffic_line(self.captures, self.ports, self.window, self.report, self.seen,
-                             (self.first_ts, self.last_ts)), NO_TRAFFIC)
+        line = no_traffic_line(self.captures, self.ports, self.window, self.report, self.seen,
+                               (self.first_ts, self.last_ts))
+        if self.report.kafka_connections and not (self.seen and self.window) and not to_run:
+            warn(line)
+            return
+        fail(line, NO_TRAFFIC)
 
     def finish(self) -> None:
         """After the report: say the reading was cut short, and exit 130."""

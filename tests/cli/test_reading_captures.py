@@ -128,3 +128,17 @@ def test_a_capture_without_kafka_fails_alike_saying_it_was_read(command, http_ca
     assert error[0].startswith("error: no Kafka traffic in web.pcap: none of its 1 TCP connection (")
     assert error[0].endswith(" packets) carried Kafka")
     assert "files: -" not in proc.stderr and proc.stdout == ""
+
+
+SHARE_GROUP = REBALANCE.parent / "share-group.pcap"  # Kafka 4.3.1 share group: ShareFetch, no Fetch
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_kafka_traffic_without_fetch_is_reported_where_there_is_something_to_report(command):
+    proc = fetchtool(command, SHARE_GROUP, *READERS[command])
+    line = "no Kafka Fetch traffic in share-group.pcap: 9 Kafka connections carried only ApiVersions"
+    if command in ("simulate", "replay"):  # nothing to run without Fetch: the one rule's exit and hint
+        assert proc.returncode == NO_TRAFFIC and proc.stderr.startswith(f"error: {line}"), proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert any(w.startswith(f"warning: {line}") and "ShareFetch" in w for w in proc.stderr.splitlines())
