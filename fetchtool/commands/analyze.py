@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -12,10 +13,14 @@ from fetchtool.analysis.reports import json_report
 from fetchtool.analysis.reports import markdown as markdown_report
 from fetchtool.analysis.reports import terminal as terminal_report
 from fetchtool.analysis.model import Analysis
-from fetchtool.analysis.run import analyze_capture
+from fetchtool.analysis.run import analyze_items, filtered, savings_filter
 from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit, fail,
                                       report_console, warn, warn_empty_shards,
                                       warn_if_nothing_matched)
+from fetchtool.commands.options import since_option, until_option, width_option
+from fetchtool.commands.reading import Reading
+from fetchtool.commands.stamp import stamp_json, stamp_markdown
+from fetchtool.commands.window import TimeWindow, time_window
 from fetchtool.pipeline import ENGINES
 from fetchtool.protocol.report import warning_lines
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_SHARDS
@@ -24,9 +29,12 @@ FORMATS = ("table", "json", "markdown")
 
 
 def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, broker=None, engine: str = "polars",
-         master=None, eviction_ms: int | None = None) -> Analysis:
-    """The analysis of the captures, kept to ``client`` / ``broker`` if given, with the decode's warnings on
-    stderr; or exit with a one-line error (only when nothing at all could be read)."""
+         master=None, eviction_ms: int | None = None, window: TimeWindow | None = None,
+         tap=None) -> tuple[Analysis, Reading]:
+    """The analysis of the captures inside ``window``, kept to ``client`` / ``broker`` if given, with the
+    decode's warnings on stderr, and the Reading that made it (finish() it once the report is out); or exit
+    with a one-line error: nothing could be read (1), no Fetch exchange in it (reading.NO_TRAFFIC). ``tap``:
+    items -> the same items, to count more on the way (the embedded engine only)."""
     from fetchtool.decoder import CaptureError
 
     check_ports(ports)
@@ -38,25 +46,63 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
     if eviction_ms is not None and engine == "spark":
         bad_option("--eviction-ms is not supported with --engine spark")
     paths = [str(p) for p in captures]
+    reading = Reading(captures, ports, window)
     try:
         if engine == "spark":  # the same analysis as Spark stages (fetchtool.pipeline.spark)
             from fetchtool.pipeline.spark import SparkUnavailable, analyze_spark
 
             try:
                 analysis = analyze_spark(paths, master=master, ports=ports or None, cache_slots=cache_slots,
-                                         cache_shards=cache_shards, client=client, broker=broker)
+                                         cache_shards=cache_shards, client=client, broker=broker, window=window)
             except SparkUnavailable as exc:
                 fail(str(exc))
         else:
-            analysis = analyze_capture(paths, ports=ports or None, cache_slots=cache_slots,
-                                       cache_shards=cache_shards, client=client, broker=broker,
-                                       eviction_ms=DEFAULT_EVICTION_MS if eviction_ms is None else eviction_ms)
+            # analyze_capture's steps, with the items read through the Reading (window, progress, Ctrl-C)
+            analysis = filtered(analyze_items(
+                (tap or iter)(reading.items()), cache_slots=cache_slots, cache_shards=cache_shards, decode_report=reading.report,
+                savings_of=savings_filter(client, broker),
+                eviction_ms=DEFAULT_EVICTION_MS if eviction_ms is None else eviction_ms), client, broker)
     except CaptureError as exc:
         fail(str(exc) or "the capture could not be read")
     for line in warning_lines(analysis.capture.decode):
         warn(line)
+    if engine == "spark" and not analysis.capture.exchanges:
+        _read_for_the_hint(reading)
+    reading.require_traffic(analysis.capture.exchanges if engine == "spark" else None)
     warn_if_nothing_matched(bool(analysis.clients), client, broker)
-    return analysis
+    return analysis, reading
+
+
+def _read_for_the_hint(reading: Reading) -> None:
+    """Spark found no Fetch exchange: read the capture here too (the failure path only), so that the hint says
+    what the capture carried, as it does for the embedded engine."""
+    from fetchtool.decoder import CaptureError
+
+    try:
+        for _item in reading.items():
+            pass
+    except CaptureError:
+        pass
+
+
+def render(analysis: Analysis, format: str, output: Path | None, width: int | None,
+           interrupted: bool = False) -> None:
+    """The report in `format`, to stdout or --output; JSON and markdown say which fetchtool made them."""
+    if format == "json":
+        doc = stamp_json(json.loads(json_report.render(analysis)))
+        if interrupted:
+            doc["interrupted"] = True  # the report covers the capture up to where Ctrl-C stopped the reading
+        text = json.dumps(doc, indent=2) + "\n"
+    elif format == "markdown":
+        text = stamp_markdown(markdown_report.render(analysis))
+    else:
+        if output is None:
+            terminal_report.render(analysis, report_console(width=width))
+            return
+        buf = io.StringIO()
+        terminal_report.render(analysis, report_console(buf, width=width))
+        text = buf.getvalue()
+    emit(text, output)
 
 
 def main(
@@ -77,21 +123,16 @@ def main(
                                     "120000, not a config; set it for a broker that differs, e.g. fetchtool broker)"),
     engine: str = typer.Option("polars", "--engine", help="polars (embedded) | spark (pip install 'fetchtool\\[spark]')"),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master URL with --engine spark (default local[*])"),
+    since: Optional[str] = since_option(),
+    until: Optional[str] = until_option(),
+    width: Optional[int] = width_option(),
 ) -> None:
     check_choice(format, "--format", FORMATS)
     check_choice(engine, "--engine", ENGINES)
     if master and engine != "spark":
         bad_option("--master needs --engine spark")
-    analysis = load(capture, port, cache_slots, cache_shards, client, broker, engine, master, eviction_ms)
-    if format == "json":
-        text = json_report.render(analysis)
-    elif format == "markdown":
-        text = markdown_report.render(analysis)
-    else:
-        if output is None:
-            terminal_report.render(analysis, report_console())
-            return
-        buf = io.StringIO()
-        terminal_report.render(analysis, report_console(buf))
-        text = buf.getvalue()
-    emit(text, output)
+    report_console(width=width)  # a bad --width fails before the capture is read
+    analysis, reading = load(capture, port, cache_slots, cache_shards, client, broker, engine, master, eviction_ms,
+                             time_window(since, until, capture))
+    render(analysis, format, output, width, reading.interrupted)
+    reading.finish()

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from enum import Enum
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from fetchtool.commands.decode_summary import summary_lines
+from fetchtool.commands.options import since_option, until_option, width_option
 from fetchtool.commands.output import bad_option, check_choice, check_ports, fail, report_console
-from fetchtool.commands.progress import CaptureProgress
-from fetchtool.decoder import CaptureError, decode_capture
+from fetchtool.commands.reading import Reading
+from fetchtool.commands.window import TimeWindow, iso, time_window
+from fetchtool.commands.wording import count
+from fetchtool.decoder import CaptureError
 from fetchtool.exchange import Exchange
 from fetchtool.pipeline import ENGINES
 
@@ -36,17 +40,22 @@ def main(
     engine: str = typer.Option("polars", "--engine", help="polars (embedded) | spark (with --out; pip install "
                                                           "'fetchtool\\[spark]')."),
     master: str | None = typer.Option(None, "--master", help="Spark master URL with --engine spark."),
+    since: str | None = since_option(),
+    until: str | None = until_option(),
+    width: int | None = width_option(),
 ) -> None:
     err = Console(stderr=True, soft_wrap=True)  # one message, one line: never wrapped
     check_ports(port)
     check_choice(engine, "--engine", ENGINES)
+    report_console(width=width)  # a bad --width fails before the capture is read
+    window = time_window(since, until, captures)
     if engine == "spark":
-        return _decode_on_spark(captures, out, format, port, master, err)
+        return _decode_on_spark(captures, out, format, port, master, err, window)
     if master:
         bad_option("--master needs --engine spark")
     if format is None and out is None:
         format = Format.jsonl
-    run = decode_capture(captures, ports=port or None)
+    reading = Reading(captures, port, window)
     tables = None
     if out is not None:
         from fetchtool.pipeline.tables import ParquetTables
@@ -58,39 +67,51 @@ def main(
     rows: list[Exchange] = []
     write = sys.stdout.write
     try:
-        with CaptureProgress(captures, err) as progress:
-            for item in run:
-                if not isinstance(item, Exchange):
-                    continue  # responses without a request: counted in the report
-                progress.advance(item)
-                if tables is not None:
-                    tables.add(item)
-                if format is Format.jsonl:
-                    write(json.dumps(item.to_json_row()) + "\n")
-                elif format is Format.table:
-                    rows.append(item)
+        for item in reading.items():
+            if not isinstance(item, Exchange):
+                continue  # responses without a request: counted in the report
+            if tables is not None:
+                tables.add(item)
+            if format is Format.jsonl:
+                write(json.dumps(jsonl_row(item)) + "\n")
+            elif format is Format.table:
+                rows.append(item)
     except CaptureError as exc:
         fail(str(exc))
-    except BrokenPipeError:
-        # the reader went away (`fetchtool decode x | head`): stop quietly, as Unix tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise typer.Exit(0) from None
-    except OSError as exc:   # --out: the disk filled up or the directory went away
+    except OSError as exc:   # --out: the disk filled up or the directory went away (a closed stdout: fetchtool.cli)
+        if isinstance(exc, BrokenPipeError):
+            raise
         fail(f"cannot write {out}: {exc.strerror or exc}")
     finally:
         if tables is not None:
             tables.close()
-    if format is Format.table:
-        report_console().print(exchange_table(rows))
-    for line in run.report.lines():
+    if format is Format.table and rows:
+        console = report_console(width=width)
+        console.print(exchange_table(rows, console.width))
+    for line in summary_lines(reading.report):
         err.print(line, highlight=False, markup=False)
+    reading.require_traffic()
     if tables is not None:
-        err.print(f"wrote {tables.exchanges_written:,} exchanges and {tables.partitions_written:,} partition rows "
-                  f"to {out}/", highlight=False)
+        err.print(f"wrote {count(tables.exchanges_written, 'exchange')} and "
+                  f"{count(tables.partitions_written, 'partition row')} to {out}/", highlight=False)
+    reading.finish()
+
+
+def jsonl_row(ex: Exchange) -> dict:
+    """The contract's row, and latency_ms: response time - request time (None without a response)."""
+    row = ex.to_json_row()
+    row["latency_ms"] = latency_ms(ex)
+    return row
+
+
+def latency_ms(ex: Exchange) -> float | None:
+    if ex.ts is None or ex.response_ts is None:
+        return None
+    return round((ex.response_ts - ex.ts) * 1000, 3)
 
 
 def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | None, ports: list[int] | None,
-                     master: str | None, err: Console) -> None:
+                     master: str | None, err: Console, window: TimeWindow) -> None:
     """--engine spark: the same two tables, written by Spark as Parquet datasets (directories)."""
     from fetchtool.pipeline.spark import SparkUnavailable, decode_spark
 
@@ -98,29 +119,61 @@ def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | No
         bad_option("--engine spark writes the exchanges and partitions tables as Parquet: give --out DIR "
                    "(and no --format)")
     try:
-        rep = decode_spark([str(p) for p in captures], str(out), master=master, ports=ports or None)
+        rep = decode_spark([str(p) for p in captures], str(out), master=master, ports=ports or None, window=window)
     except (SparkUnavailable, CaptureError) as exc:
         fail(str(exc))
-    for line in rep.lines():
+    for line in summary_lines(rep):
         err.print(line, highlight=False, markup=False)
-    err.print(f"wrote {rep.exchanges_written:,} exchanges and {rep.partitions_written:,} partition rows to {out}/ "
-              "(Spark Parquet datasets)", highlight=False)
+    reading = Reading(captures, ports, window)
+    reading.run.report = rep
+    reading.require_traffic(rep.exchanges_written)
+    err.print(f"wrote {count(rep.exchanges_written, 'exchange')} and {count(rep.partitions_written, 'partition row')}"
+              f" to {out}/ (Spark Parquet datasets)", highlight=False)
 
 
-def exchange_table(exchanges: list[Exchange]) -> Table:
-    table = Table(title=f"{len(exchanges):,} exchanges", show_lines=False)
-    for col, justify in [("req", "right"), ("resp", "right"), ("client", "left"), ("broker", "left"),
-                         ("api", "left"), ("session", "right"), ("epoch", "right"), ("parts", "right"),
-                         ("forgot", "right"), ("resp session", "right"), ("error", "right"),
-                         ("resp parts", "right"), ("records B", "right")]:
-        table.add_column(col, justify=justify)
+# Below this many columns the full table (16 columns) would be cut to "1…" in every cell: a narrower one instead.
+WIDE_TABLE = 160
+
+
+def exchange_table(exchanges: list[Exchange], width: int = WIDE_TABLE) -> Table:
+    """The exchanges, one a row. Narrower than WIDE_TABLE: time, frames, latency, client id, session and
+    epoch, partitions, error and record bytes only (--format jsonl has everything)."""
+    days = {iso(ex.ts)[:10] for ex in exchanges if ex.ts is not None}
+    one_day = len(days) == 1
+    clock = f"{next(iter(days))} UTC" if one_day else "time (UTC)"  # the date once, in the header, as `sessions`
+    wide = width >= WIDE_TABLE
+    table = Table(title=count(len(exchanges), "exchange"), show_lines=False,
+                  **({} if wide else {"box": box.SIMPLE_HEAD, "pad_edge": False}))
+    if wide:
+        columns = ["req", "resp", "ms", "client", "client id", "broker", "api", "session", "epoch", "parts",
+                   "forgot", "resp session", "error", "resp parts", "records B"]
+    else:
+        columns = ["frames", "ms", "client id", "session:epoch", "parts", "error", "records B"]
+    table.add_column(clock, no_wrap=True)
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("client", "client id", "broker", "api") else "right",
+                         overflow="fold")
     for ex in exchanges:
-        api = ("Fetch" if ex.api_key == 1 else "FetchSnapshot") + f" v{ex.api_version}"
-        table.add_row(*(_cell(v) for v in (ex.request_frame, ex.response_frame, ex.client, ex.broker, api,
-                                           ex.session_id, ex.session_epoch, ex.partitions, ex.forgotten,
-                                           ex.response_session_id, ex.error_code, ex.response_partition_count,
-                                           ex.records_bytes)))
+        when = None if ex.ts is None else iso(ex.ts)[11:-1] if one_day else iso(ex.ts).replace("T", " ")[:-1]
+        latency = latency_ms(ex)
+        ms = None if latency is None else f"{latency:,.1f}"
+        if wide:
+            api = ("Fetch" if ex.api_key == 1 else "FetchSnapshot") + f" v{ex.api_version}"
+            cells = (when, ex.request_frame, ex.response_frame, ms, ex.client, ex.client_id, ex.broker, api,
+                     ex.session_id, ex.session_epoch, ex.partitions, ex.forgotten, ex.response_session_id,
+                     ex.error_code, ex.response_partition_count, _thousands(ex.records_bytes))
+        else:
+            cells = (when, f"{ex.request_frame}/{_cell(ex.response_frame)}", ms, ex.client_id,
+                     f"{_cell(ex.session_id)}:{_cell(ex.session_epoch)}", f"{ex.partitions}-{ex.forgotten}",
+                     ex.error_code, _thousands(ex.records_bytes))
+        table.add_row(*(_cell(v) for v in cells))
+    if not wide:
+        table.caption = "parts: partitions sent - forgotten; --width 160 or more for every column"
     return table
+
+
+def _thousands(value):
+    return f"{value:,}" if isinstance(value, int) else value
 
 
 def _cell(value) -> str:

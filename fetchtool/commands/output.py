@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from pathlib import Path
 from typing import NoReturn
@@ -106,11 +107,21 @@ def int_list_option(text: str, option: str, minimum: int = 0) -> list[int]:
     return values
 
 
-def report_console(file=None) -> Console:
-    """The console a report table is printed on: the terminal's width on a terminal, FILE_WIDTH elsewhere."""
-    console = Console(file=file)
-    if not console.is_terminal:
-        console.width = FILE_WIDTH
+class _ReportConsole(Console):
+    def on_broken_pipe(self) -> None:
+        # rich's own answer to a closed pipe is exit 1; fetchtool.cli ends every command the same quiet way (0)
+        raise BrokenPipeError
+
+
+def report_console(file=None, width: int | None = None) -> Console:
+    """The console every report table is printed on, its width by one rule: --width N if given; else the
+    terminal's width on a terminal; else $COLUMNS (a user's `COLUMNS=80 fetchtool ... | less`); else
+    FILE_WIDTH."""
+    check_positive(width, "--width", 19, strict=False)  # narrower, rich cannot lay a table out at all
+    console = _ReportConsole(file=file, width=width)
+    if width is None and not console.is_terminal:
+        columns = os.environ.get("COLUMNS", "")
+        console.width = int(columns) if columns.isdigit() and int(columns) > 0 else FILE_WIDTH
     return console
 
 
@@ -146,18 +157,18 @@ def emit(text: str, output: Path | None) -> None:
         fail(f"cannot write {output}: {exc.strerror or exc}")
 
 
-def plan_or_fail(capture: list[Path], ports: list[int] | None, what: str):
-    """The replay plan of the capture files for simulate and replay; decode warnings go to stderr, one line each.
-    Fails with one line when nothing can be read or the capture has no Fetch exchange to `what` (a verb)."""
+def plan_or_fail(reading, what: str):
+    """The replay plan of the capture for simulate and replay (a commands.reading.Reading); decode warnings go to
+    stderr, one line each. Fails with one line when nothing can be read, and as every command does when the
+    capture holds no Fetch exchange to `what` (a verb)."""
     from fetchtool.decoder import CaptureError
-    from fetchtool.replay.loading import load_plan  # only the commands that plan pay for it
+    from fetchtool.replay.plan import build_plan  # only the commands that plan pay for it
 
     try:
-        plan, warnings = load_plan(capture, ports or None)
+        plan = build_plan(reading.items())
     except CaptureError as exc:
         fail(str(exc))
-    for w in warnings:
+    for w in reading.report.warning_lines()[:20]:
         warn(w)
-    if not plan.streams:
-        fail(f"no Fetch exchanges in the capture: nothing to {what}")
+    reading.require_traffic(reading.exchanges if plan.streams else 0, to_run=True)
     return plan

@@ -10,15 +10,22 @@ errors, sessions and bytes with the capture, client by client. Ctrl-C stops with
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, fail, plan_or_fail,
-                                      report_console, warn_empty_shards)
+from fetchtool.commands.options import since_option, until_option, width_option
+from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit, fail,
+                                      plan_or_fail, report_console, warn_empty_shards)
+from fetchtool.commands.reading import Reading, interrupted_exit
+from fetchtool.commands.replay_markdown import replay_markdown
+from fetchtool.commands.stamp import stamp_json, stamp_markdown
+from fetchtool.commands.window import time_window
 from fetchtool.replay.clients import SESSION_MODES
 from fetchtool.replay.driver import ReplayError, ReplayOptions, ReplayRun, parse_broker, replay
 from fetchtool.replay.report import plan_summary_lines, print_replay, replay_json
@@ -29,7 +36,7 @@ from fetchtool.replay.tally import captured_counts
 
 def main(
     capture: list[Path] = typer.Argument(..., help="pcap/pcapng file(s) with Kafka Fetch traffic."),
-    broker: str = typer.Option(None, "--broker", help="HOST:PORT of the broker to replay against "
+    broker: str = typer.Option(None, "--broker", metavar="HOST:PORT", help="the broker to replay against "
                                "(default: an embedded fetchtool broker)."),
     cache_slots: int = typer.Option(DEFAULT_MAX_SLOTS, "--cache-slots", help="embedded broker: cache slots."),
     cache_shards: int = typer.Option(DEFAULT_SHARDS, "--cache-shards", help="embedded broker: cache shards."),
@@ -42,10 +49,14 @@ def main(
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan (clients, requests, duration) only."),
     port: list[int] = typer.Option(None, "--port", help="Kafka port(s) in the capture (default: detect)."),
     timeout: float = typer.Option(30.0, "--timeout", help="seconds to wait for each response."),
-    fmt: str = typer.Option("table", "--format", "-f", help="table | json"),
+    fmt: str = typer.Option("table", "--format", "-f", help="table | json | markdown"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report to this file"),
+    since: Optional[str] = since_option(),
+    until: Optional[str] = until_option(),
+    width: Optional[int] = width_option(),
 ) -> None:
     err = Console(stderr=True)
-    check_choice(fmt, "--format", ("table", "json"))
+    check_choice(fmt, "--format", ("table", "json", "markdown"))
     check_choice(sessions, "--sessions", SESSION_MODES)
     check_positive(speed, "--speed")
     check_positive(timeout, "--timeout")
@@ -60,14 +71,19 @@ def main(
             parse_broker(broker)  # the driver parses it again; here a bad value fails before the capture is read
         except ValueError as exc:
             bad_option(str(exc))
-    plan = plan_or_fail(capture, port, "replay")
+    report_console(width=width)  # a bad --width fails before the capture is read
+    reading = Reading(capture, port, time_window(since, until, capture))
+    plan = plan_or_fail(reading, "replay")
+    reading.finish()  # Ctrl-C while reading the capture: nothing was replayed, nothing to report
     if dry_run:
         if fmt == "json":
-            typer.echo(json.dumps({"plan": plan.summary(), "expected_duration_s":
-                                   None if as_fast else round(plan.duration_ms / 1000 / speed, 3)}, indent=2))
+            emit(json.dumps(stamp_json({"plan": plan.summary(), "expected_duration_s": None if as_fast else
+                                        round(plan.duration_ms / 1000 / speed, 3)}), indent=2) + "\n", output)
         else:
-            for line in plan_summary_lines(plan, None if as_fast else speed):
-                typer.echo(line)
+            lines = plan_summary_lines(plan, None if as_fast else speed)
+            text = "\n".join(lines) + "\n"
+            emit(stamp_markdown("# Replay plan\n\n" + "\n".join(f"- {line.strip()}" for line in lines) + "\n")
+                 if fmt == "markdown" else text, output)
         return
     options = ReplayOptions(broker=broker, config=SimConfig(cache_slots, cache_shards, eviction_ms), speed=speed,
                             as_fast=as_fast, sessions=sessions, create_topics=create_topics, timeout_s=timeout)
@@ -80,11 +96,18 @@ def main(
             asyncio.run(replay(plan, options, run, lambda n: progress.update(task, completed=n)))
     except KeyboardInterrupt:
         run.interrupted = True
-        err.print("interrupted: partial report")
     except ReplayError as exc:
         fail(str(exc))
     captured = captured_counts(plan)
+    doc = stamp_json(replay_json(run, captured))
     if fmt == "json":
-        typer.echo(json.dumps(replay_json(run, captured), indent=2))
+        emit(json.dumps(doc, indent=2) + "\n", output)
+    elif fmt == "markdown":
+        emit(stamp_markdown(replay_markdown(doc)), output)
     else:
-        print_replay(report_console(), run, captured)
+        buf = None if output is None else io.StringIO()
+        print_replay(report_console(buf, width=width), run, captured)
+        if buf is not None:
+            emit(buf.getvalue(), output)
+    if run.interrupted:
+        interrupted_exit(done="replayed")

@@ -10,6 +10,10 @@ from typing import List, Optional
 
 import typer
 
+from fetchtool.commands.options import since_option, until_option, width_option
+from fetchtool.commands.reading import Reading
+from fetchtool.commands.stamp import stamp_json, stamp_markdown
+from fetchtool.commands.window import time_window
 from fetchtool.commands.output import (check_choice, check_ports, emit, fail, report_console, warn,
                                       warn_if_nothing_matched)
 
@@ -24,41 +28,48 @@ def main(
     client: Optional[str] = typer.Option(None, "--client", help="only this client (client id, host or ip:port)"),
     broker: Optional[str] = typer.Option(None, "--broker", help="only this broker (ip:port or host)"),
     port: Optional[List[int]] = typer.Option(None, "--port", help="broker port (repeatable); default: detect"),
+    since: Optional[str] = since_option(),
+    until: Optional[str] = until_option(),
+    width: Optional[int] = width_option(),
 ) -> None:
     from fetchtool.analysis.reports import savings_panel
     from fetchtool.analysis.run import concerns
     from fetchtool.analysis.savings.estimator import SavingsEstimator
-    from fetchtool.decoder import CaptureError, decode_capture
+    from fetchtool.decoder import CaptureError
     from fetchtool.exchange import Exchange
 
     check_choice(format, "--format", FORMATS)
     check_ports(port)
+    report_console(width=width)  # a bad --width fails before the capture is read
     est = SavingsEstimator(only=(lambda ex: concerns(ex, client, broker)) if client or broker else None)
     lines: list[str] = []
-    run = decode_capture([str(p) for p in capture], port or None)
+    reading = Reading(capture, port, time_window(since, until, capture))
     try:
-        for ex in run:
+        for ex in reading.items():
             if isinstance(ex, Exchange):
                 row = est.feed(ex)
                 if row is not None and format == "jsonl":
                     lines.append(json.dumps(row.to_json()))
     except CaptureError as exc:
         fail(str(exc) or "the capture could not be read")
-    for line in run.report.warning_lines():
+    for line in reading.report.warning_lines():
         warn(line)
+    reading.require_traffic()
     result = est.result().to_json()
     warn_if_nothing_matched(result["total"]["exchanges"] > 0, client, broker)
     if format == "jsonl":
         text = "\n".join(lines) + ("\n" if lines else "")
     elif format == "json":
-        text = json.dumps(result, indent=2) + "\n"
+        doc = stamp_json(result)
+        if reading.interrupted:
+            doc["interrupted"] = True
+        text = json.dumps(doc, indent=2) + "\n"
     elif format == "markdown":
-        text = "\n".join(savings_panel.markdown(result)) + "\n"
+        text = stamp_markdown("\n".join(savings_panel.markdown(result)) + "\n")
     else:
-        if output is None:
-            report_console().print(savings_panel.terminal(result))
-            return
-        buf = io.StringIO()
-        report_console(buf).print(savings_panel.terminal(result))
-        text = buf.getvalue()
-    emit(text, output)
+        buf = None if output is None else io.StringIO()
+        report_console(buf, width=width).print(savings_panel.terminal(result))
+        text = None if buf is None else buf.getvalue()
+    if text is not None:
+        emit(text, output)
+    reading.finish()

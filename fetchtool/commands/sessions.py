@@ -1,7 +1,10 @@
-"""Print fetch session timelines epoch by epoch (all clients, or one with --client)."""
+"""Print fetch session timelines epoch by epoch (all clients, or one with --client), and the sessions clients
+asked for and were refused, or were granted and never used."""
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -10,11 +13,17 @@ from rich import box
 from rich.table import Table
 
 from fetchtool.analysis.reports.terminal import created_text, end_text, when
+from fetchtool.analysis.run import concerns
 from fetchtool.commands.analyze import load
-from fetchtool.commands.output import report_console
+from fetchtool.commands.options import since_option, until_option, width_option
+from fetchtool.commands.output import check_choice, emit, report_console
+from fetchtool.commands.session_use import RefusalTally, never_used
+from fetchtool.commands.stamp import stamp_json, stamp_markdown
+from fetchtool.commands.window import time_window
+from fetchtool.commands.wording import count
 from fetchtool.sessions.errors import error_name
 
-
+FORMATS = ("table", "json", "markdown")
 KIND = {"full_create": "full, new", "incremental": "incr."}
 
 
@@ -32,28 +41,93 @@ def main(
     eviction_ms: Optional[int] = typer.Option(
         None, "--eviction-ms", help="how long a session must be unused before a newcomer may evict it (Kafka: "
                                     "120000, not a config; set it for a broker that differs, e.g. fetchtool broker)"),
+    format: str = typer.Option("table", "--format", "-f", help="table | json | markdown"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report to this file"),
+    since: Optional[str] = since_option(),
+    until: Optional[str] = until_option(),
+    width: Optional[int] = width_option(),
 ) -> None:
-    analysis = load(capture, port, cache_slots, cache_shards, client, broker, eviction_ms=eviction_ms)
-    console = report_console()
-    if not analysis.sessions:
-        console.print("No fetch sessions" + (f" for client {client}" if client else "") + " in the capture.")
-        return
-    for s in analysis.sessions:
-        t = Table(title=f"session {s.session_id} on {s.broker} — client {s.owner} — "
-                        f"created {created_text(s)} — {end_text(s)}", title_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
-        day = when(s.steps[0].ts)[:10] if s.steps else ""
-        # Seven columns so a timeline fits an 80-column terminal; the date is said once, in the first header.
-        for col in (f"{day} UTC", "frames", "conn", "kind", "epoch", "partitions", "result"):
-            t.add_column(col, no_wrap=col != "result", overflow="fold")
-        t.caption = "partitions: sent in the request (+added, -forgotten), and -> returned in the response"
-        for st in s.steps:
-            result = "no response" if st.error_code is None else ("ok" if st.error_code == 0 else
-                                                                   error_name(st.error_code))  # fmt: skip
-            back = "" if st.returned is None else f" -> {st.returned}"
-            t.add_row(when(st.ts)[11:], f"{st.request_frame}/{st.response_frame or '-'}", str(st.conn),
-                      KIND.get(st.kind, st.kind), str(st.epoch), f"{st.sent} (+{st.added} -{st.forgotten}){back}",
-                      result)
+    check_choice(format, "--format", FORMATS)
+    report_console(width=width)  # a bad --width fails before the capture is read
+    tally = RefusalTally(only=(lambda ex: concerns(ex, client, broker)) if client or broker else None)
+    analysis, reading = load(capture, port, cache_slots, cache_shards, client, broker, eviction_ms=eviction_ms,
+                             window=time_window(since, until, capture), tap=tally.tap)
+    refusals, unused = tally.most_first(), never_used(analysis.sessions)
+    if format == "json":
+        doc = {"sessions": [dict(s.to_json(), steps=[st.to_json() for st in s.steps]) for s in analysis.sessions],
+               "refused": [r.to_json() for r in refusals],
+               "never_used": [{"broker": s.broker, "session_id": s.session_id, "client": s.owner,
+                               "created_request_frame": s.created_request_frame} for s in unused]}
+        if reading.interrupted:
+            doc["interrupted"] = True
+        emit(json.dumps(stamp_json(doc), indent=2) + "\n", output)
+    elif format == "markdown":
+        emit(stamp_markdown(markdown(analysis.sessions, refusals, unused)), output)
+    else:
+        buf = None if output is None else io.StringIO()
+        console = report_console(buf, width=width)
+        for line in use_lines(refusals, unused):
+            console.print(line, highlight=False, markup=False)
+        if not analysis.sessions:
+            console.print("No fetch sessions" + (f" for client {client}" if client else "") + " in the capture.")
+        for s in analysis.sessions:
+            console.print(timeline(s))
+        if buf is not None:
+            emit(buf.getvalue(), output)
+    reading.finish()
+
+
+def use_lines(refusals, unused) -> list[str]:
+    """One line per client refused, one per client whose sessions went unused."""
+    lines = [f"client {r.client}: {count(r.count, 'session-creating fetch')} refused (session id 0) by {r.broker}, "
+             f"frames {r.first_frame:,}..{r.last_frame:,}" for r in refusals]
+    by_owner: dict[tuple[str, str], list] = {}
+    for s in unused:
+        by_owner.setdefault((s.owner, s.broker), []).append(s)
+    for (owner, broker), sessions in by_owner.items():
+        ids = ", ".join(str(s.session_id) for s in sessions[:5]) + (", ..." if len(sessions) > 5 else "")
+        lines.append(f"client {owner}: {count(len(sessions), 'session')} created on {broker} but never used "
+                     f"incrementally ({ids})")
+    return lines
+
+
+def timeline(s) -> Table:
+    t = Table(title=f"session {s.session_id} on {s.broker} — client {s.owner} — "
+                    f"created {created_text(s)} — {end_text(s)}", title_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
+    day = when(s.steps[0].ts)[:10] if s.steps else ""
+    # Seven columns so a timeline fits an 80-column terminal; the date is said once, in the first header.
+    for col in (f"{day} UTC", "frames", "conn", "kind", "epoch", "partitions", "result"):
+        t.add_column(col, no_wrap=col != "result", overflow="fold", min_width=len(col) if col == "result" else None)
+    t.caption = "partitions: sent in the request (+added, -forgotten), and -> returned in the response"
+    for st in s.steps:
+        t.add_row(*step_cells(st))
+    if s.steps_dropped:
+        t.caption += f"; {count(s.steps_dropped, 'later request')} not kept"
+    return t
+
+
+def step_cells(st) -> list[str]:
+    result = "no response" if st.error_code is None else ("ok" if st.error_code == 0 else error_name(st.error_code))
+    back = "" if st.returned is None else f" -> {st.returned}"
+    return [when(st.ts)[11:], f"{st.request_frame}/{st.response_frame or '-'}", str(st.conn),
+            KIND.get(st.kind, st.kind), str(st.epoch), f"{st.sent} (+{st.added} -{st.forgotten}){back}", result]
+
+
+def markdown(sessions, refusals, unused) -> str:
+    out = ["# Fetch sessions", ""]
+    lines = use_lines(refusals, unused)
+    if lines:
+        out += ["## Refused and unused", ""] + [f"- {line}" for line in lines] + [""]
+    if not sessions:
+        out += ["No fetch sessions in the capture.", ""]
+    for s in sessions:
+        out += [f"## Session {s.session_id} on {s.broker}", "",
+                f"Client {s.owner}; created {created_text(s)}; {end_text(s)}.", "",
+                "| time (UTC) | frames | conn | kind | epoch | partitions | result |",
+                "|---|---|---|---|---|---|---|"]
+        out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in step_cells(st)) + " |" for st in s.steps]
         if s.steps_dropped:
-            t.caption += f"; {s.steps_dropped} later requests not kept"
-        console.print(t)
+            out.append(f"\n{count(s.steps_dropped, 'later request')} not kept.")
+        out.append("")
+    return "\n".join(out)

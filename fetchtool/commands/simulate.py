@@ -8,18 +8,27 @@ Give several values (--cache-slots 1000,2000,4000) to compare configurations in 
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
+from typing import Optional
 
 import typer
 
-from fetchtool.commands.output import (check_choice, check_ports, int_list_option, plan_or_fail, report_console,
-                                      warn_empty_shards)
+from fetchtool.commands.options import since_option, until_option, width_option
+from fetchtool.commands.output import (check_choice, check_ports, emit, int_list_option, plan_or_fail,
+                                      report_console, warn_empty_shards)
+from fetchtool.commands.reading import Reading
+from fetchtool.commands.replay_markdown import simulate_markdown
+from fetchtool.commands.stamp import stamp_json, stamp_markdown
+from fetchtool.commands.window import time_window
 from fetchtool.replay.clients import SESSION_MODES
 from fetchtool.replay.report import print_simulate, simulate_json
 from fetchtool.replay.simulate import SimConfig, simulate_many
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
 from fetchtool.replay.tally import captured_counts
+
+FORMATS = ("table", "json", "markdown")
 
 
 def main(
@@ -34,9 +43,13 @@ def main(
                                  help="as-captured | on (every client uses sessions) | off (every client sessionless)."),
     port: list[int] = typer.Option(None, "--port", help="Kafka port(s) in the capture (default: detect)."),
     seed: int = typer.Option(0, "--seed", help="seed for the session ids the simulated brokers hand out."),
-    fmt: str = typer.Option("table", "--format", "-f", help="table | json"),
+    fmt: str = typer.Option("table", "--format", "-f", help="table | json | markdown"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report to this file"),
+    since: Optional[str] = since_option(),
+    until: Optional[str] = until_option(),
+    width: Optional[int] = width_option(),
 ) -> None:
-    check_choice(fmt, "--format", ("table", "json"))
+    check_choice(fmt, "--format", FORMATS)
     check_choice(sessions, "--sessions", SESSION_MODES)
     check_ports(port)
     slots = int_list_option(cache_slots, "--cache-slots", minimum=0)
@@ -45,10 +58,21 @@ def main(
     configs = [SimConfig(s, k, e) for s in slots for k in shards for e in evictions]
     for s, k in dict.fromkeys((c.cache_slots, c.cache_shards) for c in configs):
         warn_empty_shards(s, k)
-    plan = plan_or_fail(capture, port, "simulate")
+    report_console(width=width)  # a bad --width fails before the capture is read
+    reading = Reading(capture, port, time_window(since, until, capture))
+    plan = plan_or_fail(reading, "simulate")
     captured = captured_counts(plan)
     results = simulate_many(plan, configs, sessions, seed)  # one worker per core when several configs are asked
+    doc = stamp_json(simulate_json(plan, captured, results))
+    if reading.interrupted:
+        doc["interrupted"] = True  # the capture was read up to Ctrl-C: the plan holds what was read
     if fmt == "json":
-        typer.echo(json.dumps(simulate_json(plan, captured, results), indent=2))
+        emit(json.dumps(doc, indent=2) + "\n", output)
+    elif fmt == "markdown":
+        emit(stamp_markdown(simulate_markdown(doc)), output)
     else:
-        print_simulate(report_console(), plan, captured, results)
+        buf = None if output is None else io.StringIO()
+        print_simulate(report_console(buf, width=width), plan, captured, results)
+        if buf is not None:
+            emit(buf.getvalue(), output)
+    reading.finish()

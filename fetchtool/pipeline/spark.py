@@ -189,9 +189,21 @@ class _Decoded:
         self.partitions = n
         self._persisted = [decoded, src]
 
+    def keep(self, window) -> None:
+        """Only the items inside a time window (--since / --until)."""
+        self.items = self.items.filter(lambda bki: window.keeps(bki[2]))
+
     def release(self) -> None:
         for rdd in self._persisted:
             rdd.unpersist()
+
+
+def _last_exchange_ts(items) -> float | None:
+    from fetchtool.exchange import Exchange
+
+    times = (items.map(lambda bki: bki[2]).filter(lambda it: isinstance(it, Exchange))
+             .map(lambda ex: ex.response_ts or ex.ts).filter(lambda ts: ts is not None))
+    return None if times.isEmpty() else times.max()
 
 
 def _report(names: list[str], small: list, stats: dict[int, tuple[CaptureStats, str | None]],
@@ -221,9 +233,10 @@ def _by_first(d: dict, places) -> dict:
 
 def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: int | None = None,
                   cache_shards: int | None = None, client: str | None = None, broker: str | None = None,
-                  spark=None, timings: dict | None = None):
+                  spark=None, timings: dict | None = None, window=None):
     """Decode and analyse captures on Spark -> fetchtool.analysis.model.Analysis (as analyze_capture, with the
-    same --client / --broker filtering).
+    same --client / --broker filtering). ``window``: keep the items whose time it keeps (--since / --until, a
+    fetchtool.commands.window.TimeWindow), as the embedded engine does.
 
     `timings`, when given, gets wall seconds per stage (for benchmarks/bench_spark.py)."""
     import time
@@ -237,6 +250,10 @@ def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: 
 
     d = _Decoded(spark, paths, ports, timings)
     last_ts = d.last_ts
+    if window:
+        d.keep(window)
+        # the end of the capture the embedded engine sees: its latest exchange inside the window
+        last_ts = _last_exchange_ts(d.items)
     t = time.perf_counter()
     savings_of = savings_filter(client, broker)
 
@@ -258,14 +275,18 @@ def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: 
     return analysis
 
 
-def decode_spark(paths, out_dir: str, *, master: str | None = None, ports=None, spark=None) -> DecodeReport:
-    """Write <out_dir>/exchanges.parquet and <out_dir>/partitions.parquet (Spark Parquet datasets: directories)."""
+def decode_spark(paths, out_dir: str, *, master: str | None = None, ports=None, spark=None,
+                 window=None) -> DecodeReport:
+    """Write <out_dir>/exchanges.parquet and <out_dir>/partitions.parquet (Spark Parquet datasets: directories);
+    ``window`` as for analyze_spark."""
     from fetchtool.exchange import Exchange
 
     from .tables import EXCHANGE_SCHEMA, PARTITION_SCHEMA, exchange_row
 
     spark = spark or spark_session(master)
     d = _Decoded(spark, paths, ports)
+    if window:
+        d.keep(window)
     exchanges = d.items.map(lambda bki: bki[2]).filter(lambda it: isinstance(it, Exchange))
     ex_cols, part_cols = list(EXCHANGE_SCHEMA), list(PARTITION_SCHEMA)
     ex_rows = exchanges.map(lambda ex: tuple(exchange_row(ex).get(c) for c in ex_cols))

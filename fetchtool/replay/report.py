@@ -7,6 +7,7 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
+from fetchtool.commands.wording import count
 from fetchtool.replay.plan import ReplayPlan
 from fetchtool.replay.simulate import SimResult
 from fetchtool.replay.tally import CapturedCounts, Tally
@@ -84,8 +85,8 @@ def _totals_table(title: str) -> Table:
 
 def print_simulate(console: Console, plan: ReplayPlan, captured: CapturedCounts, results: list[SimResult],
                    max_clients: int = 20) -> None:
-    console.print(f"[bold]Plan[/bold]: {plan.requests:,} fetches from {len(plan.clients)} clients to "
-                  f"{len(plan.brokers)} broker(s) over {plan.duration_ms / 1000:,.1f} s")
+    console.print(f"[bold]Plan[/bold]: {count(plan.requests, 'fetch')} from {count(len(plan.clients), 'client')} to "
+                  f"{count(len(plan.brokers), 'broker')} over {plan.duration_ms / 1000:,.1f} s")
     table = _totals_table("Totals: the capture and each configuration (slots/shards/eviction)")
     table.add_row(*_totals_row("captured", captured.totals), style="dim")
     for r in results:
@@ -109,7 +110,7 @@ def print_simulate(console: Console, plan: ReplayPlan, captured: CapturedCounts,
                       + (f" {r.config.eviction_ms}ms" if r.config.eviction_ms != DEFAULT_EVICTION_MS else ""), justify="right")
 
     def cell(t: Tally) -> str:
-        return f"{t.errors.get(70, 0)}/{t.errors.get(71, 0)} new {t.sessions_created}"
+        return f"{t.errors.get(70, 0):,}/{t.errors.get(71, 0):,} new {t.sessions_created:,}"
 
     def badness(s) -> int:
         cap = captured.streams[s.index]
@@ -122,7 +123,7 @@ def print_simulate(console: Console, plan: ReplayPlan, captured: CapturedCounts,
                    *[cell(r.streams[s.index]) for r in results])
     console.print(ct)
     if len(ranked) > max_clients:
-        console.print(f"... {len(ranked) - max_clients} more client streams (use --format json for all)")
+        console.print(f"... {count(len(ranked) - max_clients, 'more client stream')} (use --format json for all)")
 
 
 # -------------------------------------------------------------------------------------------- replay
@@ -162,7 +163,7 @@ def replay_json(run, captured: CapturedCounts) -> dict:
             for r in run.streams
         ],
         "divergence": divergence(run, captured.streams),
-        "notes": run.notes,
+        "notes": [*run.notes, *byte_notes(run, totals, captured.totals)],
         "speed": "as-fast-as-possible" if run.options.as_fast else run.options.speed,
         "sessions": run.options.sessions,
         "config": run.options.config.to_json() if run.target == "embedded" else None,
@@ -171,6 +172,26 @@ def replay_json(run, captured: CapturedCounts) -> dict:
         "interrupted": run.interrupted,
         "broker_metrics": run.broker_metrics,
     }
+
+
+def byte_notes(run, replayed: Tally, captured: Tally) -> list[str]:
+    """Why the replay's byte counts are not the capture's: it re-issues the fetches, not the captured bytes."""
+    if not run.finished:  # every count is short of the capture's: that is the one thing to say
+        return [f"the replay stopped after {replayed.requests:,} of {count(captured.requests, 'request')}: the "
+                "totals cover what was sent"]
+    notes = []
+    if replayed.response_bytes != captured.response_bytes:
+        source = ("the embedded broker answers from logs pre-filled with 16-byte placeholder records up to the "
+                  "rebased captured offsets" if run.target == "embedded" else
+                  f"{run.target} answers from its own records (or the placeholder records replay wrote into "
+                  "topics it created)")
+        notes.append(f"response bytes differ from the capture's ({_mb(replayed.response_bytes)} MB replayed, "
+                     f"{_mb(captured.response_bytes)} MB captured): {source}, not the captured records")
+    if replayed.request_bytes != captured.request_bytes:
+        notes.append(f"request bytes differ from the capture's ({_mb(replayed.request_bytes)} MB replayed, "
+                     f"{_mb(captured.request_bytes)} MB captured): each client sends what its live fetch session "
+                     "needs (partitions added, changed or forgotten) in the Fetch version the target speaks")
+    return notes
 
 
 def captured_partition_errors(plan: ReplayPlan) -> list[Counter]:
@@ -185,7 +206,7 @@ def _codes_json(errors: Counter) -> dict:
 def print_replay(console: Console, run, captured: CapturedCounts) -> None:
     doc = replay_json(run, captured)
     state = "complete" if run.finished else "[yellow]partial (interrupted)[/yellow]"
-    console.print(f"[bold]Replay[/bold] against {run.target} ({state}): {doc['totals']['requests']:,} requests in "
+    console.print(f"[bold]Replay[/bold] against {run.target} ({state}): {count(doc['totals']['requests'], 'request')} in "
                   f"{run.elapsed_s:,.1f} s, speed {doc['speed']}, sessions {run.options.sessions}")
     table = Table(title="Totals: the capture and the replay", title_justify="left")
     for col in ("", "requests", "responses", "sessions", "70", "71", "other errors", "incremental", "request MB",
@@ -209,7 +230,7 @@ def print_replay(console: Console, run, captured: CapturedCounts) -> None:
         _column(ct, col)
     for c in doc["clients"][:30]:
         ct.add_row(f"{c['client']} ({c['client_id']})" if c["client_id"] else c["client"], c["broker"],
-                   c["behaviour"], str(c["requests"]), str(c["responses"]), str(c["sessions_established"]),
+                   c["behaviour"], f"{c['requests']:,}", f"{c['responses']:,}", f"{c['sessions_established']:,}",
                    _codes(c["errors"]), _codes(c["captured"]["errors"]),
                    f"{_ms(c['rtt_ms']['p50'])}/{_ms(c['rtt_ms']['p99'])}")
     console.print(ct)
@@ -233,7 +254,7 @@ def _ms(value: float | None) -> str:
 
 
 def _codes(errors: dict) -> str:
-    return ", ".join(f"{code}x{n}" for code, n in errors.items()) or "-"
+    return ", ".join(f"{code}x{n:,}" for code, n in errors.items()) or "-"
 
 
 def plan_summary_lines(plan: ReplayPlan, speed: float | None) -> list[str]:
@@ -241,14 +262,15 @@ def plan_summary_lines(plan: ReplayPlan, speed: float | None) -> list[str]:
     s = plan.summary()
     expected = "as fast as possible" if speed is None else f"{plan.duration_ms / 1000 / speed:,.1f} s at speed {speed:g}"
     lines = [
-        f"{s['requests']:,} Fetch requests from {s['clients']} client(s) in {s['streams']} connection(s) to "
-        f"{len(s['brokers'])} broker(s); capture spans {s['duration_s']:,.1f} s; expected replay: {expected}",
-        "topics: " + (", ".join(f"{n} ({p} partitions)" for n, p in s["topics"].items()) or "-"),
+        f"{count(s['requests'], 'Fetch request')} from {count(s['clients'], 'client')} in "
+        f"{count(s['streams'], 'connection')} to {count(len(s['brokers']), 'broker')}; capture spans "
+        f"{s['duration_s']:,.1f} s; expected replay: {expected}",
+        "topics: " + (", ".join(f"{n} ({count(p, 'partition')})" for n, p in s["topics"].items()) or "-"),
         "session behaviour: " + ", ".join(f"{k} {v}" for k, v in s["behaviours"].items()),
     ]
     if s["skipped"]:
         lines.append("not replayed: " + ", ".join(f"{k} {v}" for k, v in s["skipped"].items()))
     for st in s["per_stream"]:
-        lines.append(f"  {st['client']} ({st['client_id']}) -> {st['broker']}: {st['requests']} fetches, "
-                     f"{st['partitions']} partitions, {st['behaviour']}{', follower' if st['follower'] else ''}")
+        lines.append(f"  {st['client']} ({st['client_id']}) -> {st['broker']}: {count(st['requests'], 'fetch')}, "
+                     f"{count(st['partitions'], 'partition')}, {st['behaviour']}{', follower' if st['follower'] else ''}")
     return lines

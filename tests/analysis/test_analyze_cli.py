@@ -19,7 +19,9 @@ def test_analyze_json_follows_the_contract():
     r = runner.invoke(app, ["analyze", str(SCEN / "eviction-thrash.pcap"), "--format", "json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert set(d) == {"capture", "brokers", "clients", "sessions", "findings", "savings"}
+    # the contract's keys, and the versions of fetchtool and of the contract that made the report
+    assert set(d) == {"capture", "brokers", "clients", "sessions", "findings", "savings", "fetchtool_version",
+                      "contract_version"}
     keys = {"code", "severity", "cause", "client", "client_id", "broker", "session_id", "epoch", "file",
             "request_frame", "response_frame", "ts", "message", "advice"}
     assert d["findings"] and all(keys <= set(f) for f in d["findings"])

@@ -128,7 +128,7 @@ def test_cli_simulate_json_and_replay_json_follow_the_contract():
 def test_cli_dry_run_and_bad_input_give_one_line_errors(tmp_path):
     runner = CliRunner()
     dry = runner.invoke(app, ["replay", str(CAPTURES / "aiokafka-tansu.pcap"), "--dry-run"])
-    assert dry.exit_code == 0 and "5 Fetch requests from 1 client(s)" in dry.stdout
+    assert dry.exit_code == 0 and "5 Fetch requests from 1 client in 1 connection" in dry.stdout
     missing = runner.invoke(app, ["simulate", str(tmp_path / "nope.pcap")])
     assert missing.exit_code == 1 and "no such file" in missing.output.lower()
     bad = runner.invoke(app, ["simulate", str(CAPTURES / "aiokafka-tansu.pcap"), "--cache-slots", "lots"])
