@@ -19,13 +19,13 @@ from fetchtool.commands.output import (bad_option, check_choice, check_ports, ch
                                       warn_if_nothing_matched)
 from fetchtool.commands.options import since_option, until_option, width_option
 from fetchtool.commands.reading import Reading
-from fetchtool.commands.stamp import stamp_json, stamp_markdown
+from fetchtool.commands.stamp import made_by, stamp_json, stamp_markdown
 from fetchtool.commands.window import TimeWindow, time_window
 from fetchtool.pipeline import ENGINES
 from fetchtool.protocol.report import warning_lines
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_SHARDS
 
-FORMATS = ("table", "json", "markdown")
+FORMATS = ("table", "json", "markdown", "html")
 
 
 def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, broker=None, engine: str = "polars",
@@ -95,6 +95,10 @@ def render(analysis: Analysis, format: str, output: Path | None, width: int | No
         text = json.dumps(doc, indent=2) + "\n"
     elif format == "markdown":
         text = stamp_markdown(markdown_report.render(analysis))
+    elif format == "html":  # one self-contained page (charts inlined): to attach to a ticket
+        from fetchtool.analysis.reports.html import render as render_html
+
+        text = render_html(analysis, made_by())
     else:
         if output is None:
             terminal_report.render(analysis, report_console(width=width))
@@ -108,7 +112,8 @@ def render(analysis: Analysis, format: str, output: Path | None, width: int | No
 def main(
     capture: List[Path] = typer.Argument(..., help="pcap / pcapng files (gzip accepted); with --engine spark also "
                                                    "directories, globs and URIs Spark reads"),
-    format: str = typer.Option("table", "--format", "-f", help="table | json | markdown"),
+    format: str = typer.Option("table", "--format", "-f", help="table | json | markdown | html (one self-contained "
+                                                               "page with charts, to attach to a ticket)"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report to this file"),
     client: Optional[str] = typer.Option(None, "--client", help="only this client (client id, host or ip:port)"),
     broker: Optional[str] = typer.Option(None, "--broker", help="only this broker (ip:port or host)"),

@@ -15,8 +15,11 @@ def stamp_json(doc: dict) -> dict:
     return {**versions(), **{k: v for k, v in doc.items() if k not in ("fetchtool_version", "contract_version")}}
 
 
+def made_by() -> str:
+    v = versions()
+    return f"Made by fetchtool {v['fetchtool_version']} (report contract {v['contract_version']})."
+
+
 def stamp_markdown(text: str) -> str:
     """The markdown report with a closing line naming the versions."""
-    v = versions()
-    return (text.rstrip("\n") + f"\n\n---\n_Made by fetchtool {v['fetchtool_version']} "
-            f"(report contract {v['contract_version']})._\n")
+    return text.rstrip("\n") + f"\n\n---\n_{made_by()}_\n"

@@ -80,3 +80,24 @@ def test_a_client_with_too_many_sessions_gets_the_first_ones_drawn_and_a_note(mo
 def test_an_analysis_of_nothing_renders():
     page = render(analyze_items([]))
     assert '<span id="finding-count">0</span>' in page and "No findings." in page and "No brokers." in page
+
+
+def test_analyze_format_html_writes_the_page_a_ticket_can_carry(tmp_path):
+    """The command a support engineer runs: one file, the same findings as the JSON report, and the fetchtool
+    version that made it."""
+    import subprocess
+    import sys
+
+    from fetchtool import tool_version
+
+    out = tmp_path / "report.html"
+    capture = KAFKA / "platformatic-churn.pcap"
+    subprocess.run([sys.executable, "-m", "fetchtool", "analyze", "--format", "html", "-o", str(out), str(capture)],
+                   check=True, capture_output=True)
+    page = out.read_text(encoding="utf-8")
+    report = json.loads(subprocess.run([sys.executable, "-m", "fetchtool", "analyze", "--format", "json",
+                                        str(capture)], check=True, capture_output=True, text=True).stdout)
+    assert page.startswith("<!DOCTYPE html>") and f"Made by fetchtool {tool_version()}" in page
+    for f in report["findings"]:
+        assert f["code"] in page
+    assert "platformatic/kafka#315" in page  # the known bug the JSON names

@@ -27,8 +27,8 @@ def asset(name: str) -> str:
     return text
 
 
-def render(analysis: Analysis) -> str:
-    """The whole page, as text (UTF-8 when written)."""
+def render(analysis: Analysis, made_by: str = "") -> str:
+    """The whole page, as text (UTF-8 when written). ``made_by``: which fetchtool made it (the command's stamp)."""
     data = chart_data(analysis)
     body = [
         "<h1>Kafka fetch session analysis</h1>", sections.summary(analysis),
@@ -38,6 +38,8 @@ def render(analysis: Analysis) -> str:
         "<h2>Sessions per client</h2>", _sessions(data),
         "<h2>Savings with incremental fetch sessions</h2>", sections.savings(analysis),
     ]
+    if made_by:
+        body.append(f'<footer id="made-by">{esc(made_by)}</footer>')
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         "<title>fetchtool analysis</title>",
