@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich import box
-from rich.table import Table
 
-from fetchtool.analysis.reports.terminal import created_text, end_text, when
+from fetchtool.analysis.reports.terminal import created_text, end_text
+from fetchtool.analysis.reports.timeline import Timeline, rows
 from fetchtool.analysis.run import concerns
 from fetchtool.commands.analyze import load
 from fetchtool.commands.options import since_option, until_option, width_option
@@ -21,10 +20,8 @@ from fetchtool.commands.session_use import RefusalTally, never_used
 from fetchtool.commands.stamp import stamp_json, stamp_markdown
 from fetchtool.commands.window import time_window
 from fetchtool.commands.wording import count
-from fetchtool.sessions.errors import error_name
 
 FORMATS = ("table", "json", "markdown")
-KIND = {"full_create": "full, new", "incremental": "incr."}
 
 
 def main(
@@ -71,7 +68,7 @@ def main(
         if not analysis.sessions:
             console.print("No fetch sessions" + (f" for client {client}" if client else "") + " in the capture.")
         for s in analysis.sessions:
-            console.print(timeline(s))
+            console.print(Timeline(s))
         if buf is not None:
             emit(buf.getvalue(), output)
     reading.finish()
@@ -91,29 +88,6 @@ def use_lines(refusals, unused) -> list[str]:
     return lines
 
 
-def timeline(s) -> Table:
-    t = Table(title=f"session {s.session_id} on {s.broker} — client {s.owner} — "
-                    f"created {created_text(s)} — {end_text(s)}", title_justify="left",
-              box=box.SIMPLE_HEAD, pad_edge=False)  # fmt: skip
-    day = when(s.steps[0].ts)[:10] if s.steps else ""
-    # Seven columns so a timeline fits an 80-column terminal; the date is said once, in the first header.
-    for col in (f"{day} UTC", "frames", "conn", "kind", "epoch", "partitions", "result"):
-        t.add_column(col, no_wrap=col != "result", overflow="fold", min_width=len(col) if col == "result" else None)
-    t.caption = "partitions: sent in the request (+added, -forgotten), and -> returned in the response"
-    for st in s.steps:
-        t.add_row(*step_cells(st))
-    if s.steps_dropped:
-        t.caption += f"; {count(s.steps_dropped, 'later request')} not kept"
-    return t
-
-
-def step_cells(st) -> list[str]:
-    result = "no response" if st.error_code is None else ("ok" if st.error_code == 0 else error_name(st.error_code))
-    back = "" if st.returned is None else f" -> {st.returned}"
-    return [when(st.ts)[11:], f"{st.request_frame}/{st.response_frame or '-'}", str(st.conn),
-            KIND.get(st.kind, st.kind), str(st.epoch), f"{st.sent} (+{st.added} -{st.forgotten}){back}", result]
-
-
 def markdown(sessions, refusals, unused) -> str:
     out = ["# Fetch sessions", ""]
     lines = use_lines(refusals, unused)
@@ -126,7 +100,7 @@ def markdown(sessions, refusals, unused) -> str:
                 f"Client {s.owner}; created {created_text(s)}; {end_text(s)}.", "",
                 "| time (UTC) | frames | conn | kind | epoch | partitions | result |",
                 "|---|---|---|---|---|---|---|"]
-        out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in step_cells(st)) + " |" for st in s.steps]
+        out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows(s)]
         if s.steps_dropped:
             out.append(f"\n{count(s.steps_dropped, 'later request')} not kept.")
         out.append("")
