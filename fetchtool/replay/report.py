@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from rich.console import Console
-from rich.table import Table
+
+from fetchtool.analysis.reports.fit import Col, Fit
 
 from fetchtool.commands.wording import count
 from fetchtool.replay.plan import ReplayPlan
@@ -50,17 +51,6 @@ def simulate_json(plan: ReplayPlan, captured: CapturedCounts, results: list[SimR
     }
 
 
-def _column(table: Table, header: str, justify: str = "left") -> None:
-    # fold, not rich's default ellipsis: on a narrow terminal a client id or an rtt cut to "2.…" says nothing;
-    # folded onto a second line it is still whole.
-    table.add_column(header, justify=justify, overflow="fold")
-
-
-def _errors_cell(t: Tally, code: int) -> str:
-    n = t.errors.get(code, 0)
-    return f"[red]{n}[/red]" if n else "0"
-
-
 def _other_errors(t: Tally) -> int:
     return sum(n for c, n in t.errors.items() if c not in SESSION_ERRORS)
 
@@ -69,45 +59,35 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:,.2f}"
 
 
-def _totals_row(label: str, t: Tally) -> list[str]:
-    return [label, f"{t.requests:,}", f"{t.sessions_created:,}", f"{t.evictions:,}", _errors_cell(t, 70),
-            _errors_cell(t, 71), str(_other_errors(t)), f"{t.incremental_share:.0%}", _mb(t.request_bytes),
-            _mb(t.response_bytes)]
+TOTALS_COLS = (Col("configuration"), Col("requests", right=True), Col("sessions created", right=True),
+               Col("evictions", right=True), Col("70", right=True), Col("71", right=True),
+               Col("other errors", right=True), Col("incremental", right=True), Col("request MB", right=True),
+               Col("response MB", right=True))  # fmt: skip
 
 
-def _totals_table(title: str) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col in ("configuration", "requests", "sessions created", "evictions", "70", "71", "other errors",
-                "incremental", "request MB", "response MB"):
-        _column(table, col, justify="left" if col == "configuration" else "right")
-    return table
+def _totals_row(label: str, t: Tally) -> tuple[str, ...]:
+    return (label, f"{t.requests:,}", f"{t.sessions_created:,}", f"{t.evictions:,}", f"{t.errors.get(70, 0):,}",
+            f"{t.errors.get(71, 0):,}", f"{_other_errors(t):,}", f"{t.incremental_share:.0%}", _mb(t.request_bytes),
+            _mb(t.response_bytes))  # fmt: skip
+
+
+def _config_name(config) -> str:
+    return (f"slots={config.cache_slots}" + (f"/{config.cache_shards}" if config.cache_shards != DEFAULT_SHARDS else "")
+            + (f" {config.eviction_ms}ms" if config.eviction_ms != DEFAULT_EVICTION_MS else ""))
 
 
 def print_simulate(console: Console, plan: ReplayPlan, captured: CapturedCounts, results: list[SimResult],
                    max_clients: int = 20) -> None:
+    """Tables when they fit the console, one card per row otherwise (analysis.reports.fit): no id is cut."""
     console.print(f"[bold]Plan[/bold]: {count(plan.requests, 'fetch')} from {count(len(plan.clients), 'client')} to "
                   f"{count(len(plan.brokers), 'broker')} over {plan.duration_ms / 1000:,.1f} s")
-    table = _totals_table("Totals: the capture and each configuration (slots/shards/eviction)")
-    table.add_row(*_totals_row("captured", captured.totals), style="dim")
-    for r in results:
-        table.add_row(*_totals_row(str(r.config), r.totals))
-    console.print(table)
+    rows = [_totals_row("captured", captured.totals)] + [_totals_row(str(r.config), r.totals) for r in results]
+    console.print(Fit("Totals: the capture and each configuration (slots/shards/eviction)", TOTALS_COLS, rows))
     if len(plan.brokers) > 1:
         for broker in plan.brokers:
-            bt = _totals_table(f"Broker {broker}")
-            bt.add_row(*_totals_row("captured", captured.brokers[broker]), style="dim")
-            for r in results:
-                bt.add_row(*_totals_row(str(r.config), r.brokers[broker]))
-            console.print(bt)
-    # Per client: the session errors side by side, worst first.
-    ct = Table(title="Clients: errors 70/71 and sessions created (captured | each configuration)", title_justify="left")
-    _column(ct, "client")
-    _column(ct, "broker")
-    _column(ct, "behaviour")
-    _column(ct, "captured", justify="right")
-    for r in results:
-        _column(ct, f"slots={r.config.cache_slots}" + (f"/{r.config.cache_shards}" if r.config.cache_shards != DEFAULT_SHARDS else "")
-                      + (f" {r.config.eviction_ms}ms" if r.config.eviction_ms != DEFAULT_EVICTION_MS else ""), justify="right")
+            rows = [_totals_row("captured", captured.brokers[broker])] + [
+                _totals_row(str(r.config), r.brokers[broker]) for r in results]
+            console.print(Fit(f"Broker {broker}", TOTALS_COLS, rows))
 
     def cell(t: Tally) -> str:
         return f"{t.errors.get(70, 0):,}/{t.errors.get(71, 0):,} new {t.sessions_created:,}"
@@ -117,11 +97,13 @@ def print_simulate(console: Console, plan: ReplayPlan, captured: CapturedCounts,
         return cap.errors.get(70, 0) + cap.errors.get(71, 0) + sum(
             r.streams[s.index].errors.get(70, 0) + r.streams[s.index].errors.get(71, 0) for r in results)
 
+    # Per client: the session errors side by side, worst first.
+    cols = (Col("client"), Col("broker"), Col("behaviour"), Col("captured", right=True),
+            *(Col(_config_name(r.config), right=True) for r in results))
     ranked = sorted(plan.streams, key=badness, reverse=True)
-    for s in ranked[:max_clients]:
-        ct.add_row(s.label, s.broker, s.behaviour, cell(captured.streams[s.index]),
-                   *[cell(r.streams[s.index]) for r in results])
-    console.print(ct)
+    rows = [(s.label, s.broker, s.behaviour, cell(captured.streams[s.index]),
+             *[cell(r.streams[s.index]) for r in results]) for s in ranked[:max_clients]]
+    console.print(Fit("Clients: errors 70/71 and sessions created (captured | each configuration)", cols, rows))
     if len(ranked) > max_clients:
         console.print(f"... {count(len(ranked) - max_clients, 'more client stream')} (use --format json for all)")
 
@@ -208,40 +190,28 @@ def print_replay(console: Console, run, captured: CapturedCounts) -> None:
     state = "complete" if run.finished else "[yellow]partial (interrupted)[/yellow]"
     console.print(f"[bold]Replay[/bold] against {run.target} ({state}): {count(doc['totals']['requests'], 'request')} in "
                   f"{run.elapsed_s:,.1f} s, speed {doc['speed']}, sessions {run.options.sessions}")
-    table = Table(title="Totals: the capture and the replay", title_justify="left")
-    for col in ("", "requests", "responses", "sessions", "70", "71", "other errors", "incremental", "request MB",
-                "response MB", "rtt p50 ms", "rtt p99 ms"):
-        _column(table, col, justify="left" if not col else "right")
-    cap = captured.totals
-    table.add_row("captured", f"{cap.requests:,}", f"{cap.responses:,}", f"{cap.sessions_created:,}",
-                  _errors_cell(cap, 70), _errors_cell(cap, 71), str(_other_errors(cap)),
-                  f"{cap.incremental_share:.0%}", _mb(cap.request_bytes), _mb(cap.response_bytes), "", "",
-                  style="dim")
-    live = run.totals()
-    rtt = doc["totals"]["rtt_ms"]
-    table.add_row("replay", f"{live.requests:,}", f"{live.responses:,}", f"{live.sessions_created:,}",
-                  _errors_cell(live, 70), _errors_cell(live, 71), str(_other_errors(live)),
-                  f"{live.incremental_share:.0%}", _mb(live.request_bytes), _mb(live.response_bytes),
-                  _ms(rtt["p50"]), _ms(rtt["p99"]))
-    console.print(table)
-    ct = Table(title="Clients", title_justify="left")
-    for col in ("client", "broker", "behaviour", "sent", "answered", "sessions", "errors (replay)",
-                "errors (captured)", "rtt p50/p99 ms"):
-        _column(ct, col)
-    for c in doc["clients"][:30]:
-        ct.add_row(f"{c['client']} ({c['client_id']})" if c["client_id"] else c["client"], c["broker"],
-                   c["behaviour"], f"{c['requests']:,}", f"{c['responses']:,}", f"{c['sessions_established']:,}",
-                   _codes(c["errors"]), _codes(c["captured"]["errors"]),
-                   f"{_ms(c['rtt_ms']['p50'])}/{_ms(c['rtt_ms']['p99'])}")
-    console.print(ct)
+    cols = (Col(""), *(Col(c, right=True) for c in ("requests", "responses", "sessions", "70", "71", "other errors",
+                                                     "incremental", "request MB", "response MB", "rtt p50 ms",
+                                                     "rtt p99 ms")))  # fmt: skip
+    cap, live, rtt = captured.totals, run.totals(), doc["totals"]["rtt_ms"]
+    rows = [(name, f"{t.requests:,}", f"{t.responses:,}", f"{t.sessions_created:,}", f"{t.errors.get(70, 0):,}",
+             f"{t.errors.get(71, 0):,}", f"{_other_errors(t):,}", f"{t.incremental_share:.0%}", _mb(t.request_bytes),
+             _mb(t.response_bytes), *ms) for name, t, ms in (("captured", cap, ("", "")),
+                                                            ("replay", live, (_ms(rtt["p50"]), _ms(rtt["p99"]))))]
+    console.print(Fit("Totals: the capture and the replay", cols, rows))
+    cols = tuple(Col(c) for c in ("client", "broker", "behaviour", "sent", "answered", "sessions", "errors (replay)",
+                                  "errors (captured)", "rtt p50/p99 ms"))  # fmt: skip
+    rows = [(f"{c['client']} ({c['client_id']})" if c["client_id"] else c["client"], c["broker"], c["behaviour"],
+             f"{c['requests']:,}", f"{c['responses']:,}", f"{c['sessions_established']:,}", _codes(c["errors"]),
+             _codes(c["captured"]["errors"]), f"{_ms(c['rtt_ms']['p50'])}/{_ms(c['rtt_ms']['p99'])}")
+            for c in doc["clients"][:30]]
+    console.print(Fit("Clients", cols, rows))
     if doc["divergence"]:
-        dt = Table(title="Divergence from the capture", title_justify="left")
-        for col in ("client", "broker", "error", "captured", "replay", ""):
-            _column(dt, col)
-        for d in doc["divergence"][:30]:
-            dt.add_row(d["client"], d["broker"], str(d["error"]), str(d["captured"]), str(d["replay"]),
-                       "only in the capture" if d["direction"] == "captured_only" else "only in the replay")
-        console.print(dt)
+        cols = tuple(Col(c) for c in ("client", "broker", "error", "captured", "replay", "where"))
+        rows = [(d["client"], d["broker"], str(d["error"]), str(d["captured"]), str(d["replay"]),
+                 "only in the capture" if d["direction"] == "captured_only" else "only in the replay")
+                for d in doc["divergence"][:30]]
+        console.print(Fit("Divergence from the capture", cols, rows))
     else:
         console.print("No divergence: the replay got the same errors as the capture, client by client.")
     for note in doc["notes"]:
