@@ -8,9 +8,11 @@ from enum import Enum
 from pathlib import Path
 
 import typer
-from rich import box
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
+
+from fetchtool.analysis.reports.fit import Steps
 
 from fetchtool.commands.decode_summary import summary_lines
 from fetchtool.commands.options import since_option, until_option, width_option
@@ -135,24 +137,16 @@ def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | No
 WIDE_TABLE = 160
 
 
-def exchange_table(exchanges: list[Exchange], width: int = WIDE_TABLE) -> Table:
+def exchange_table(exchanges: list[Exchange], width: int = WIDE_TABLE):
     """The exchanges, one a row. Narrower than WIDE_TABLE: time, frames, latency, client id, session and
-    epoch, partitions, error and record bytes only (--format jsonl has everything)."""
+    epoch, partitions, error and record bytes only (--format jsonl has everything), as a table when those fit
+    whole, else each exchange's fields wrapped beside its time (analysis.reports.fit.Steps): no id is cut."""
     days = {iso(ex.ts)[:10] for ex in exchanges if ex.ts is not None}
     one_day = len(days) == 1
     clock = f"{next(iter(days))} UTC" if one_day else "time (UTC)"  # the date once, in the header, as `sessions`
+    title = count(len(exchanges), "exchange")
+    rows = []
     wide = width >= WIDE_TABLE
-    table = Table(title=count(len(exchanges), "exchange"), show_lines=False,
-                  **({} if wide else {"box": box.SIMPLE_HEAD, "pad_edge": False}))
-    if wide:
-        columns = ["req", "resp", "ms", "client", "client id", "broker", "api", "session", "epoch", "parts",
-                   "forgot", "resp session", "error", "resp parts", "records B"]
-    else:
-        columns = ["frames", "ms", "client id", "session:epoch", "parts", "error", "records B"]
-    table.add_column(clock, no_wrap=True)
-    for col in columns:
-        table.add_column(col, justify="left" if col in ("client", "client id", "broker", "api") else "right",
-                         overflow="fold")
     for ex in exchanges:
         when = None if ex.ts is None else iso(ex.ts)[11:-1] if one_day else iso(ex.ts).replace("T", " ")[:-1]
         latency = latency_ms(ex)
@@ -163,12 +157,22 @@ def exchange_table(exchanges: list[Exchange], width: int = WIDE_TABLE) -> Table:
                      ex.session_id, ex.session_epoch, ex.partitions, ex.forgotten, ex.response_session_id,
                      ex.error_code, ex.response_partition_count, _thousands(ex.records_bytes))
         else:
-            cells = (when, f"{ex.request_frame}/{_cell(ex.response_frame)}", ms, ex.client_id,
+            cells = (when, f"{ex.request_frame}/{_cell(ex.response_frame)}", f"{ms or '-'} ms", ex.client_id,
                      f"{_cell(ex.session_id)}:{_cell(ex.session_epoch)}", f"{ex.partitions}-{ex.forgotten}",
-                     ex.error_code, _thousands(ex.records_bytes))
-        table.add_row(*(_cell(v) for v in cells))
+                     ex.error_code, f"{_thousands(ex.records_bytes)} B")
+        rows.append(tuple(_cell(v) for v in cells))
     if not wide:
-        table.caption = "parts: partitions sent - forgotten; --width 160 or more for every column"
+        head = (clock, "frames", "latency", "client id", "session:epoch", "parts", "error", "records")
+        return Group(Steps(head, rows, title),
+                     Text("parts: partitions sent - forgotten; --width 160 or more for every column", style="dim"))
+    table = Table(title=title, show_lines=False)
+    table.add_column(clock, no_wrap=True)
+    for col in ("req", "resp", "ms", "client", "client id", "broker", "api", "session", "epoch", "parts", "forgot",
+                "resp session", "error", "resp parts", "records B"):
+        table.add_column(col, justify="left" if col in ("client", "client id", "broker", "api") else "right",
+                         overflow="fold")
+    for r in rows:
+        table.add_row(*r)
     return table
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich import box
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.padding import Padding
@@ -88,3 +89,33 @@ class Fit:
         if self.caption:
             yield Text(self.caption, style="dim")
         yield Text("")
+
+
+class Steps:
+    """Many short rows in time order (a session's epochs, decoded exchanges): a table when every column fits
+    whole, else the first column (the time) and the other fields after it, two spaces apart, wrapped at spaces
+    beside it, so a long value (FETCH_SESSION_ID_NOT_FOUND, a session id) moves to the next line whole and a
+    wrapped row stays under its own time. A card per row would take a screen for a dozen rows."""
+
+    def __init__(self, head: tuple[str, ...], rows: list[tuple[str, ...]], title: str | None = None) -> None:
+        self.head, self.rows, self.title = head, rows, title
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = [max([cell_len(h)] + [cell_len(r[i]) for r in self.rows]) for i, h in enumerate(self.head)]
+        if sum(widths) + 2 * (len(widths) - 1) <= options.max_width:  # SIMPLE_HEAD, no edge padding
+            t = Table(title=self.title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+            for h, w in zip(self.head, widths):
+                t.add_column(h, no_wrap=True, min_width=w)
+            for r in self.rows:
+                t.add_row(*r)
+            yield t
+            return
+        if self.title:
+            yield Text(self.title, style="bold italic")
+        g = Table.grid(padding=(0, 2))
+        g.add_column(no_wrap=True)
+        g.add_column()
+        g.add_row(Text(self.head[0], style="bold"), Text("  ".join(self.head[1:]), style="bold"))
+        for r in self.rows:
+            g.add_row(r[0], "  ".join(r[1:]))
+        yield g

@@ -7,13 +7,11 @@ whole instead of being broken over four. A card per step (fit.Fit) would take ei
 
 from __future__ import annotations
 
-from rich import box
-from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.table import Table
 from rich.text import Text
 
 from fetchtool.analysis.model import Analysis, SessionLife
+from fetchtool.analysis.reports.fit import Steps
 from fetchtool.analysis.reports.terminal import created_text, end_text, when
 from fetchtool.sessions.errors import error_name
 
@@ -46,22 +44,7 @@ class Timeline:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield Text(heading(self.s), style="bold")
-        widths = [max([cell_len(h)] + [cell_len(r[i]) for r in self.rows]) for i, h in enumerate(self.head)]
-        if sum(widths) + 2 * (len(widths) - 1) <= options.max_width:  # SIMPLE_HEAD, no edge padding
-            t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-            for h, w in zip(self.head, widths):
-                t.add_column(h, no_wrap=True, min_width=w)
-            for r in self.rows:
-                t.add_row(*r)
-            yield t
-        else:  # the time, then the rest wrapped beside it: a wrapped step stays under its own time
-            g = Table.grid(padding=(0, 2))
-            g.add_column(no_wrap=True)
-            g.add_column()
-            g.add_row(Text(self.head[0], style="bold"), Text("  ".join(self.head[1:]), style="bold"))
-            for r in self.rows:
-                g.add_row(r[0], "  ".join(r[1:]))
-            yield g
+        yield Steps(self.head, self.rows)
         note = NOTE + (f"; {self.s.steps_dropped:,} later requests not kept" if self.s.steps_dropped else "")
         yield Text(note, style="dim")
         yield Text("")
