@@ -11,10 +11,15 @@ from __future__ import annotations
 import collections
 import functools
 import json
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+# the installed command when it is on PATH, else the same module through this interpreter
+FETCHTOOL = [shutil.which("fetchtool")] if shutil.which("fetchtool") else [sys.executable, "-m", "fetchtool"]
 
 DIR = Path(__file__).resolve().parents[2] / "captures" / "scenarios-real"
 
@@ -25,14 +30,14 @@ def record(name: str) -> dict:
 
 @functools.cache
 def analyze(name: str, *extra: str) -> dict:
-    out = subprocess.run(["fetchtool", "analyze", str(DIR / f"{name}.pcap"), "--format", "json", *extra],
+    out = subprocess.run([*FETCHTOOL, "analyze", str(DIR / f"{name}.pcap"), "--format", "json", *extra],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     return json.loads(out)
 
 
 @functools.cache
 def decode(name: str) -> list[dict]:
-    out = subprocess.run(["fetchtool", "decode", str(DIR / f"{name}.pcap")],
+    out = subprocess.run([*FETCHTOOL, "decode", str(DIR / f"{name}.pcap")],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     return [json.loads(line) for line in out.splitlines()]
 
