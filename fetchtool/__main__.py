@@ -13,7 +13,7 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)  # as click does for Ctrl-C once the app runs
     # Usage errors are worded as one line by the app's own group (fetchtool.cli), so CliRunner sees them too.
-    app()
+    app(prog_name="fetchtool")  # `python -m fetchtool` is still fetchtool in usage lines and help
 
 
 if __name__ == "__main__":
