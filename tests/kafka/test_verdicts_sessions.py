@@ -186,12 +186,12 @@ def test_each_session_belongs_to_the_connection_kafka_gave_it_to(capture):
         if (owner.client, owner.client_id) not in got:
             wrong.append((key, got, (owner.client, owner.client_id)))
     assert not wrong, f"{len(wrong)} sessions with another owner (fetchtool, Kafka): {wrong[:5]}"
-    # `fetchtool sessions` heads each timeline "session ID on BROKER — client CLIENT_ID@IP:PORT — ..." (the title
-    # wraps to the table's width, so whitespace is ignored)
+    # `fetchtool sessions` heads each timeline "session ID on BROKER, client CLIENT_ID@IP:PORT, ..." (the heading
+    # wraps to the console's width, so whitespace is ignored)
     text = "".join(sessions_text(capture).split())
     for (broker, sid), owner in owners.items():
         if (broker, sid) in logged_sessions(run):
-            head = f"session{sid}on{broker}—client{owner.client_id or '?'}@{owner.client}"
+            head = f"session{sid}on{broker},client{owner.client_id or '?'}@{owner.client}"
             assert head in text, f"`fetchtool sessions` has no timeline headed {head!r}"
 
 
