@@ -14,7 +14,6 @@ from rich.text import Text
 
 from fetchtool.analysis.reports.fit import Steps
 
-from fetchtool.commands.decode_summary import summary_lines
 from fetchtool.commands.options import since_option, until_option, width_option
 from fetchtool.commands.output import bad_option, check_choice, check_ports, fail, report_console
 from fetchtool.commands.reading import Reading
@@ -90,7 +89,7 @@ def main(
     if format is Format.table and rows:
         console = report_console(width=width)
         console.print(exchange_table(rows, console.width))
-    for line in summary_lines(reading.report):
+    for line in reading.report.lines():
         err.print(line, highlight=False, markup=False)
     reading.require_traffic()
     if tables is not None:
@@ -124,7 +123,7 @@ def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | No
         rep = decode_spark([str(p) for p in captures], str(out), master=master, ports=ports or None, window=window)
     except (SparkUnavailable, CaptureError) as exc:
         fail(str(exc))
-    for line in summary_lines(rep):
+    for line in rep.lines():
         err.print(line, highlight=False, markup=False)
     reading = Reading(captures, ports, window)
     reading.run.report = rep

@@ -132,10 +132,10 @@ class DecodeReport:
             out.append(f"capture gaps: {self.gaps:,} ({self.lost_bytes:,} bytes lost, "
                        f"{self.skipped_bytes:,} bytes skipped to resynchronise)")
         if self.mid_message_starts:
-            out.append(f"capture started mid-message on {len(self.mid_message_starts):,} connection direction(s) "
-                       f"({sum(m.skipped_bytes for m in self.mid_message_starts):,} bytes skipped)")
+            out.append(f"capture started mid-message on {_count(len(self.mid_message_starts), 'connection direction')}"
+                       f" ({sum(m.skipped_bytes for m in self.mid_message_starts):,} bytes skipped)")
         for (k, v), n in sorted(self.requests.items()):
-            out.append(f"  {api_name(k)} v{v} (key {k}): {n:,} requests")
+            out.append(f"  {api_name(k)} v{v} (key {k}): {_count(n, 'request')}")
         for sw_client, sw in sorted(self.client_software.items()):
             out.append(f"  client {sw_client}: {sw}")
         out.extend(f"warning: {line}" for line in self.warning_lines())
@@ -144,6 +144,10 @@ class DecodeReport:
     def warning_lines(self) -> list[str]:
         """One line per kind of warning, most frequent first, with its count."""
         return _warning_lines(_most_frequent_first(self.warnings.items()), self.warning_examples)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def warning_lines(decode: dict) -> list[str]:
