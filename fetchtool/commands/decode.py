@@ -17,7 +17,8 @@ from fetchtool.analysis.reports.fit import Steps
 from fetchtool.commands.options import since_option, until_option, width_option
 from fetchtool.commands.output import bad_option, check_choice, check_ports, fail, report_console
 from fetchtool.commands.reading import Reading
-from fetchtool.commands.window import TimeWindow, iso, time_window
+from fetchtool.analysis.reports.timefmt import utc
+from fetchtool.commands.window import TimeWindow, time_window
 from fetchtool.commands.wording import count
 from fetchtool.decoder import CaptureError
 from fetchtool.exchange import Exchange
@@ -140,14 +141,14 @@ def exchange_table(exchanges: list[Exchange], width: int = WIDE_TABLE):
     """The exchanges, one a row. Narrower than WIDE_TABLE: time, frames, latency, client id, session and
     epoch, partitions, error and record bytes only (--format jsonl has everything), as a table when those fit
     whole, else each exchange's fields wrapped beside its time (analysis.reports.fit.Steps): no id is cut."""
-    days = {iso(ex.ts)[:10] for ex in exchanges if ex.ts is not None}
+    days = {utc(ex.ts, "%Y-%m-%d") for ex in exchanges if ex.ts is not None}
     one_day = len(days) == 1
     clock = f"{next(iter(days))} UTC" if one_day else "time (UTC)"  # the date once, in the header, as `sessions`
     title = count(len(exchanges), "exchange")
     rows = []
     wide = width >= WIDE_TABLE
     for ex in exchanges:
-        when = None if ex.ts is None else iso(ex.ts)[11:-1] if one_day else iso(ex.ts).replace("T", " ")[:-1]
+        when = None if ex.ts is None else utc(ex.ts, "%H:%M:%S.%f" if one_day else "%Y-%m-%d %H:%M:%S.%f")
         latency = latency_ms(ex)
         ms = None if latency is None else f"{latency:,.1f}"
         if wide:

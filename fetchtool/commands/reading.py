@@ -19,7 +19,8 @@ from rich.console import Console
 
 from fetchtool.commands.output import fail, warn
 from fetchtool.commands.progress import CaptureProgress
-from fetchtool.commands.window import TimeWindow, iso
+from fetchtool.analysis.reports.timefmt import iso
+from fetchtool.commands.window import TimeWindow
 from fetchtool.commands.wording import plural
 from fetchtool.exchange import Exchange
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from fetchtool.analysis.reports.timefmt import iso
 from fetchtool.commands.output import bad_option
 
 _RELATIVE = re.compile(r"^\+(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)?$")
@@ -36,9 +37,6 @@ class TimeWindow:
         return f"since {iso(self.since)}" if self.since is not None else f"before {iso(self.until)}"
 
 
-def iso(ts: float) -> str:
-    """An epoch time as ISO 8601 UTC to the millisecond: 2026-11-24T08:33:12.345Z."""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def parse_time(text: str, option: str) -> float | tuple[str, float]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from rich.console import Console, Group
 from rich.padding import Padding
 from rich.panel import Panel
@@ -11,6 +9,7 @@ from rich.text import Text
 
 from fetchtool.analysis.reports import savings_panel, traffic_tables
 from fetchtool.analysis.reports.fit import Col, Fit
+from fetchtool.analysis.reports.timefmt import when
 from fetchtool.analysis.reports.units import count
 from fetchtool.protocol.report import warning_lines
 from fetchtool.analysis.model import ERROR, INFO, WARNING, Analysis, SessionLife
@@ -19,10 +18,6 @@ STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "cyan"}
 MAX_SESSION_ROWS = 50
 
 
-def when(ts: float | None) -> str:
-    if ts is None:
-        return "-"
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def render(analysis: Analysis, console: Console) -> None:
