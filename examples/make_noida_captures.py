@@ -45,20 +45,6 @@ OUT = REPO / "captures" / "noida"
 NODE_PREFIX = Path(os.environ.get("FETCHTOOL_NODE_PREFIX") or "/opt/fetchtool-node") / "node_modules"
 
 
-def produce(bootstrap: str) -> None:
-    from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
-    admin.close()
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    for partition, key, value in RECORDS:
-        producer.send(TOPIC, key=key, value=value, partition=partition)
-    producer.flush()
-    producer.close()
-
-
 # -- the clients: each reads every record from offset 0 (at most READ_WITHIN s), keeps polling `seconds`, closes;
 # returns the records read
 READ_WITHIN = 15.0
@@ -188,7 +174,7 @@ def make(name: str) -> dict:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{name}.pcap"
     with Noida() as noida:
-        produce(noida.bootstrap)
+        noida.seed(TOPIC, PARTITIONS, RECORDS)
         with LoopbackCapture(path, [noida.port]):
             read = runner(noida.bootstrap, seconds)
         activity = noida.activity()

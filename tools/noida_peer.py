@@ -57,6 +57,21 @@ class Noida:
         self.stop()
         raise RuntimeError(f"noida-db did not listen on {self.bootstrap}: {' '.join(self.command)}")
 
+    def seed(self, topic: str, partitions: int, records) -> None:
+        """Create ``topic`` and produce ``records`` ((partition, key, value)) with kafka-python, before any
+        capture starts. kafka-python is imported here: the rest of this module needs only the stdlib."""
+        from kafka import KafkaProducer
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+        admin.close()
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap)
+        for partition, key, value in records:
+            producer.send(topic, key=key, value=value, partition=partition)
+        producer.flush()
+        producer.close()
+
     def activity(self) -> str:
         """noida-db's own record of what it served (`noida-db activity`: each kind of request, not each one)."""
         return subprocess.run([self.binary, "activity", "--data-dir", self.data], capture_output=True, text=True,

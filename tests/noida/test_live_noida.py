@@ -31,25 +31,11 @@ class SentFetches(logging.Handler):
             self.ids[record.args[1]] += 1
 
 
-def produce(bootstrap: str) -> None:
-    from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(TOPIC, 3, 1)])
-    admin.close()
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    for partition, key, value in RECORDS:
-        producer.send(TOPIC, key=key, value=value, partition=partition)
-    producer.flush()
-    producer.close()
-
-
 def test_every_fetch_kafka_python_sends_to_noida_is_decoded(noida_broker, tmp_path):
     from kafka import KafkaConsumer, TopicPartition
     from kafka_peer import LoopbackCapture
 
-    produce(noida_broker.bootstrap)
+    noida_broker.seed(TOPIC, 3, RECORDS)
     sent = SentFetches()
     parser_log = logging.getLogger("kafka.protocol.parser")
     parser_log.addHandler(sent)
