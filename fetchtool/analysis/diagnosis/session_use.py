@@ -30,7 +30,6 @@ class _Use:
 
     first: object  # the first exchange
     created: int = 0
-    refused: int = 0
     incremental: int = 0
     unused: int = 0  # granted sessions the client never sent an incremental fetch on (counted when it moves on)
     sessionless: int = 0
@@ -81,7 +80,6 @@ class SessionUse:
             if len(use.sessionless_frames) < MAX_FRAMES:
                 use.sessionless_frames.append(ex.request_frame)
         if obs.refused:
-            use.refused += 1
             agg = self.refused.get(key)
             if agg is None:
                 agg = self.refused[key] = Agg(ex)
@@ -100,14 +98,16 @@ class SessionUse:
             if not held[1]:
                 held[2].unused += 1
         self.open.clear()
-        for (host, client_id, broker), use in self.uses.items():
+        for key, use in self.uses.items():
+            host, client_id, broker = key
             who = f"{client_id or '?'} ({host})"
-            asked = use.created + use.refused
+            refused = self.refused[key].count if key in self.refused else 0  # the CACHE_FULL aggregate counts them
+            asked = use.created + refused
             # churn: granted sessions mostly left unused while the client keeps asking (a client that used its
             # session and is then refused is a full cache, not churn)
             if asked >= CHURN_REQUESTS and use.incremental * 10 <= asked and use.unused >= max(1, use.created // 2):
                 msg = (f"Client {who} asked {broker} for a new fetch session {asked:,} times ({use.created:,} "
-                       f"granted, {use.refused:,} refused) and sent {use.incremental:,} incremental fetches: "
+                       f"granted, {refused:,} refused) and sent {use.incremental:,} incremental fetches: "
                        f"{use.unused:,} granted session(s) were never used, each holding a cache slot for nothing.")
                 out.append(finding("SESSION_CHURN", None, use.first, msg, use.unused, use.asking_frames))
             saving = (savings_by_pair or {}).get((host, client_id, broker))
