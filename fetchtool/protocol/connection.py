@@ -141,7 +141,7 @@ class KafkaConnection:
             if not (a_b or b_b):
                 self.state = "ignored"  # the user named the Kafka ports; this is not one of them
                 return False
-        for ep, p in self._prefix.items():
+        for p in self._prefix.values():
             if len(p) >= 2 and p[0] == 0x16 and p[1] == 0x03:
                 return self._not_kafka(f"TLS traffic between {a} and {b} (encrypted Kafka cannot be decoded)")
         full = any(len(p) >= DETECT_LIMIT for p in self._prefix.values()) or len(self._held) > 256

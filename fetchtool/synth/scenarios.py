@@ -261,7 +261,7 @@ def starvation(w: World) -> None:
         req = conn.request(FetchMetadata.LEGACY, dict(offsets), version=11, max_bytes=2 * len(blob))
         # The old broker fills MaxBytes with partitions 0 and 1 and reports partition 2's data without reading it.
         picks = []
-        for t, p in parts:
+        for _topic, p in parts:
             tip = next(k for k in req.fetch_data if k.partition == p)
             size = len(blob) if p < 2 else 0
             picks.append((tip, PartitionResult(high_watermark=hw, last_stable_offset=hw, log_start_offset=0,
