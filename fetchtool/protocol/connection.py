@@ -111,7 +111,7 @@ class KafkaConnection:
         """Frame of the first event held back while the broker side is undecided (None: nothing held)."""
         return self._held[0].frame if (self.state == "detect" and self._held) else None
 
-    def close(self) -> list[Found]:
+    def close(self) -> Sequence[Found]:
         """End of the connection: decide if still undecided, then flush requests that got no response."""
         out: list[Found] = []
         if self.state == "detect":
