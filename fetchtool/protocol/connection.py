@@ -230,8 +230,8 @@ class KafkaConnection:
         src = ev.src
         # The capture layer reuses Endpoint objects: identity settles almost every event without __eq__.
         to_broker = src is self.client or (src is not self.broker and src == self.client)
-        req, resp = self._framers()
-        framer = req if to_broker else resp
+        framer = self._req if to_broker else self._resp
+        assert framer is not None, "framing a connection not decided as Kafka"  # _decide() set both framers
         if isinstance(ev, StreamGap):
             framer.gap(ev.lost_bytes)
             return []
