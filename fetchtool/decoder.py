@@ -98,7 +98,7 @@ def decode_events(
     conns: dict[int, KafkaConnection] = {}
     detecting: set[KafkaConnection] = set()  # connections still holding events back
 
-    def push(items: list) -> None:
+    def push(items: Iterable) -> None:
         nonlocal seq
         for it in items:
             if isinstance(it, Exchange):

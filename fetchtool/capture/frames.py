@@ -14,6 +14,7 @@ import functools
 import ipaddress
 import struct
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 from .events import ACK, Endpoint
 
@@ -137,7 +138,7 @@ def raw(ip: bytes) -> bytes:
     return ip
 
 
-def null(ip: bytes, *, byteorder: str = "little", ipv6_family: int = 30) -> bytes:
+def null(ip: bytes, *, byteorder: Literal["little", "big"] = "little", ipv6_family: int = 30) -> bytes:
     """BSD loopback: the address family in the capturing host's byte order (2 IPv4; 24/28/30 IPv6)."""
     family = 2 if ip[0] >> 4 == 4 else ipv6_family
     return family.to_bytes(4, byteorder) + ip

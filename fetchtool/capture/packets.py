@@ -17,10 +17,11 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 from .._fast import fast_constructor
 from .events import Endpoint, Segment
-from .links import FRAGMENT, HEADER_CUT, MALFORMED, NOT_TCP, link_decoder, link_name, parse_tcp
+from .links import FRAGMENT, HEADER_CUT, MALFORMED, NOT_TCP, LinkDecoder, link_decoder, link_name, parse_tcp
 from .reader import CaptureError, read_records
 
 __all__ = ["CaptureStats", "iter_segments", "CaptureError"]
@@ -80,7 +81,7 @@ def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None,
     stats.files += 1
     warnings = stats.warnings
     name = os.path.basename(os.fspath(path))
-    decoders: dict[int, object] = {}  # interface id -> link decoder (False: unsupported)
+    decoders: dict[int, LinkDecoder | Literal[False]] = {}  # interface id -> link decoder (False: unsupported)
     flows: dict[tuple[bytes, int, int], tuple[Endpoint, Endpoint]] = {}
     endpoints: dict[tuple[bytes, int], Endpoint] = {}
     unsupported: dict[int, int] = {}  # interface id -> link type
@@ -105,7 +106,7 @@ def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None,
                 non_tcp += 1
                 continue
             r = parse_tcp(buf, ip, end, off + origlen)
-            if type(r) is int:
+            if isinstance(r, int):
                 if r == NOT_TCP:
                     non_tcp += 1
                 elif r == FRAGMENT:

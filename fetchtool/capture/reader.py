@@ -21,7 +21,7 @@ import os
 import struct
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 __all__ = ["CaptureError", "unreadable_line", "Record", "read_records", "PCAP_MAGICS", "PCAPNG_SHB"]
 
@@ -33,12 +33,12 @@ class CaptureError(Exception):
 def unreadable_line(exc: Exception, path=None) -> str:
     """The one line a file that could not be read is reported as, by both engines: a CaptureError's own (first)
     line; an OSError as `path: strerror` (its first line when no path is known)."""
-    if path is not None and not isinstance(exc, CaptureError):
+    if path is not None and isinstance(exc, OSError):
         return f"{os.fspath(path)}: {exc.strerror or exc}"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-Record = tuple[int, float, int, int, object, int, int, int]
+Record = tuple[int, float, int, int, bytes | mmap.mmap, int, int, int]  # frame, ts, linktype, iface, buf, off, caplen, origlen
 
 # Classic pcap magic as read little-endian -> (byte order prefix, timestamp fraction divisor).
 PCAP_MAGICS = {
@@ -82,7 +82,8 @@ class _Window:
             raise CaptureError(f"{path}: cannot open: {exc.strerror or exc}") from None
         head = self._fh.read(2)
         self._fh.seek(0)
-        self.buf, self.end = b"", 0
+        self.buf: bytes | mmap.mmap = b""
+        self.end = 0
         if head == _GZIP:
             self._stream = _Gunzip(self._fh)
             self.more(0, 64)
@@ -180,7 +181,7 @@ def _describe_start(buf, end: int) -> str:
     return f"{head.hex(' ')} ({text!r})"
 
 
-def read_records(path: str | os.PathLike, warnings: Counter | None = None) -> Iterator[Record]:
+def read_records(path: str | os.PathLike, warnings: Counter | None = None) -> Generator[Record, None, None]:
     """Yield every packet record of a pcap/pcapng file (gzip-compressed or not); see the module docstring."""
     path = os.fspath(path)
     if warnings is None:

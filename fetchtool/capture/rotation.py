@@ -37,7 +37,7 @@ def rotation_stem(path: str) -> tuple[str, str]:
 def rotated_sets(files: list[str], spans: dict[int, tuple]) -> list[int]:
     """Set index of each file (files in natural order; spans: index -> (first ts, last ts) or (None, None))."""
     sets: list[int] = []
-    open_sets: dict[tuple, tuple[int, float]] = {}  # stem -> (set index, last ts of the set so far)
+    open_sets: dict[tuple, tuple[int, float | None]] = {}  # stem -> (set index, last ts of the set so far)
     n = 0
     for i, f in enumerate(files):
         first, last = spans.get(i, (None, None))

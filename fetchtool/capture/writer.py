@@ -30,7 +30,7 @@ from .frames import LINKTYPE_ETHERNET
 __all__ = ["PcapWriter", "PcapNgWriter", "TcpConversation"]
 
 
-def _open(path, compress: bool) -> BinaryIO:
+def _open(path, compress: bool) -> BinaryIO | gzip.GzipFile:
     if hasattr(path, "write"):
         return gzip.GzipFile(fileobj=path, mode="wb", compresslevel=1) if compress else path
     if compress:

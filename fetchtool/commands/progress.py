@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from fetchtool.exchange import Exchange
 
@@ -25,7 +25,7 @@ class CaptureProgress:
         self.done = 0
         self._bar = Progress(TextColumn("decoding"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
                              console=console, transient=True) if self.enabled else None
-        self._task = None
+        self._task: TaskID | None = None  # the bar's task, once entered
 
     def __enter__(self) -> CaptureProgress:
         if self._bar is not None:
@@ -34,7 +34,7 @@ class CaptureProgress:
         return self
 
     def advance(self, exchange: Exchange) -> None:
-        if self._bar is None:
+        if self._bar is None or self._task is None:
             return
         self.done = min(self.total, self.done + (exchange.request_bytes or 0) + (exchange.response_bytes or 0))
         self._bar.update(self._task, completed=self.done)

@@ -135,7 +135,10 @@ class _Decoded:
         counts = sorted(src.map(lambda r: st.count_packets(*r)).collect())
         sets = rotated_sets(files, {i: (first, last) for i, _n, first, last, _e in counts})
         names = [os.path.basename(f.rstrip("/")) for f in files]
-        offsets, ends, members, errors = {}, {}, {}, []
+        offsets: dict[int, int] = {}
+        ends: dict[int, tuple[int, float]] = {}  # set -> (last frame, last ts)
+        members: dict[int, list[str]] = {}
+        errors: list[tuple[int, str, int]] = []
         for idx, packets, _first, last_ts, error in counts:
             s = sets[idx]
             frame, ts = ends.get(s, (0, 0.0))

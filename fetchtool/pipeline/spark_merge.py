@@ -15,7 +15,7 @@ from itertools import islice
 
 from fetchtool.analysis.diagnosis.findings import FindingsEngine
 from fetchtool.analysis.diagnosis.software_notes import annotate
-from fetchtool.analysis.model import Analysis, ClientSummary
+from fetchtool.analysis.model import Analysis, ClientSummary, Finding
 from fetchtool.analysis.run import AnalysisPass, Kept, _Totals, kept_view
 from fetchtool.analysis.savings.estimator import SavingsEstimator
 from fetchtool.analysis.tracking.partition_errors import row_order
@@ -107,7 +107,7 @@ def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards
         totals.merge(p.totals)
     files = _ordered(p.files for p in parts)  # as analyze_items: files that had exchanges, in request order
     decode = {}
-    findings = []
+    findings: list[tuple[tuple, Finding]] = []  # ((the finding's sort key, part rank, index), finding)
     for rank, p in enumerate(parts):
         findings.extend(((f.sort_key, rank, i), f) for i, f in p.findings)
     if decode_report is not None:

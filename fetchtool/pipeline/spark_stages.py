@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from itertools import groupby, islice
 
 from fetchtool.capture.events import ConnectionClosed, Endpoint, Segment
@@ -39,15 +40,17 @@ class _LocalCopy:
     """A local path for a capture: the path itself, or a temporary copy of a remote file's bytes."""
 
     def __init__(self, path: str, data: bytes | None):
-        self.path, self.data, self.tmp = path, data, None
+        self.path, self.data = path, data
+        self.tmp: str | None = None
 
     def __enter__(self) -> str:
         if self.data is None:
             return self.path
-        fd, self.tmp = tempfile.mkstemp(suffix="-" + os.path.basename(self.path))
+        fd, tmp = tempfile.mkstemp(suffix="-" + os.path.basename(self.path))
+        self.tmp = tmp
         with os.fdopen(fd, "wb") as fh:
             fh.write(self.data)
-        return self.tmp
+        return tmp
 
     def __exit__(self, *exc) -> None:
         if self.tmp:
@@ -124,7 +127,7 @@ class _BrokerNames(dict):
         super().update(names)
 
 
-def decode_flows(rows, labels: dict, ports: frozenset[int] | None, ends: dict):
+def decode_flows(rows, labels: dict[int, str], ports: frozenset[int] | None, ends: dict[int, tuple[int, float]]):
     """Stage 2 over one Spark partition: rows ((flow key, frame), segment row) sorted by flow then frame.
     A flow key starts with its rotated set's index; `labels` and `ends` (last frame, last ts) are per set.
 
@@ -137,7 +140,7 @@ def decode_flows(rows, labels: dict, ports: frozenset[int] | None, ends: dict):
       ("stats", file index, packets, bytes, TCP segments, non-TCP packets, warnings, error or None)
     """
     report = DecodeReport()
-    last = [None]
+    last: list[float | None] = [None]  # the latest exchange time, shared with _decode_flow
     # Streamed: one flow's segments are never all in memory (a long flow can be most of a capture).
     for key, group in groupby(rows, key=lambda kr: kr[0][0]):
         if key == STATS_KEY:
@@ -149,7 +152,8 @@ def decode_flows(rows, labels: dict, ports: frozenset[int] | None, ends: dict):
     yield ("report", report, last[0])
 
 
-def _decode_flow(flow, rows, label, ports, report, end_frame, end_ts, last):
+def _decode_flow(flow: tuple, rows: Iterable[tuple], label: str, ports: frozenset[int] | None, report: DecodeReport,
+                 end_frame: int, end_ts: float, last: list[float | None]) -> Iterator[tuple]:
     from fetchtool.capture.reassembly import TcpReassembler
     from fetchtool.decoder import decode_events
 

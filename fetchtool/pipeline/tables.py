@@ -18,7 +18,10 @@ import pyarrow.parquet as pq
 
 from fetchtool.exchange import Exchange, ForgottenPartition, RequestPartition, ResponsePartition
 
-EXCHANGE_SCHEMA: dict[str, pl.DataType] = {
+# A column's type as polars takes it: a data type class (pl.Int64) or instance (pl.Int64())
+ColumnType = pl.DataType | type[pl.DataType]
+
+EXCHANGE_SCHEMA: dict[str, ColumnType] = {
     "file": pl.Utf8,
     "conn": pl.Int64,
     "request_frame": pl.Int64,
@@ -53,7 +56,7 @@ EXCHANGE_SCHEMA: dict[str, pl.DataType] = {
 }
 
 # One partitions table for the three kinds of entry; columns a kind does not have are null.
-_KEY_SCHEMA: dict[str, pl.DataType] = {
+_KEY_SCHEMA: dict[str, ColumnType] = {
     "file": pl.Utf8,
     "conn": pl.Int64,
     "request_frame": pl.Int64,
@@ -66,14 +69,14 @@ _INT64 = {"fetch_offset", "log_start_offset", "high_watermark", "last_stable_off
 _UTF8 = {"topic", "topic_id", "compression"}
 
 
-def _fields_schema(fields: Iterable[str]) -> dict[str, pl.DataType]:
+def _fields_schema(fields: Iterable[str]) -> dict[str, ColumnType]:
     return {f: pl.Utf8 if f in _UTF8 else pl.Int64 if f in _INT64 else pl.Int32 for f in fields}
 
 
 _REQUEST_SCHEMA = _fields_schema(RequestPartition._fields)
 _FORGOTTEN_SCHEMA = _fields_schema(ForgottenPartition._fields)
 _RESPONSE_SCHEMA = _fields_schema(ResponsePartition._fields)
-PARTITION_SCHEMA: dict[str, pl.DataType] = {**_KEY_SCHEMA, **_REQUEST_SCHEMA, **_RESPONSE_SCHEMA}
+PARTITION_SCHEMA: dict[str, ColumnType] = {**_KEY_SCHEMA, **_REQUEST_SCHEMA, **_RESPONSE_SCHEMA}
 
 
 def exchange_row(ex: Exchange) -> dict:

@@ -125,7 +125,7 @@ def read_request(body, version: int, names) -> FetchRequestBody:
     else:
         max_wait, min_bytes, max_bytes, isolation, session_id, epoch = _REQ_HEAD_15.unpack_from(buf, 0)
         replica_id, pos = -1, _REQ_HEAD_15.size
-    rows = []
+    rows: list[RequestPartition] = []
     append = rows.append
     unpack = _REQ_PART.unpack_from
     size = _REQ_PART.size
@@ -141,7 +141,7 @@ def read_request(body, version: int, names) -> FetchRequestBody:
             pos += size
             append(_new(RP, (name, tid, p, offset, max_part, lso, cle, lfe, -1, -1)))
         pos = _no_tags(buf, pos)
-    forgotten = []
+    forgotten: list[ForgottenPartition] = []
     topics, pos = _count(buf, pos)
     for _ in range(topics):
         name, tid, pos = _topic(buf, pos, version, names)
@@ -168,9 +168,9 @@ def read_response(body, version: int, names, keep_records: bool) -> FetchRespons
         raise Unhandled("unknown error code")
     pos = _RESP_HEAD.size
     end = len(buf)
-    rows = []
+    rows: list[ResponsePartition] = []
     append = rows.append
-    blobs = [] if keep_records else None
+    blobs: list[bytes | None] | None = [] if keep_records else None
     unpack = _RESP_PART.unpack_from
     size = _RESP_PART.size
     known = _KNOWN_ERRORS

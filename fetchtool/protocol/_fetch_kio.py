@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 from operator import attrgetter
+from typing import Callable, Iterable, TypeVar
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta
@@ -35,7 +36,7 @@ _NO_SNAPSHOT = (-1, -1)  # RequestPartition's snapshot_end_offset, snapshot_epoc
 
 
 def request_from_kio(v, version: int, names) -> FetchRequestBody:
-    rows = []
+    rows: list[RequestPartition] = []
     append = rows.append
     RP = RequestPartition
     if version >= 12:
@@ -50,7 +51,7 @@ def request_from_kio(v, version: int, names) -> FetchRequestBody:
             for p in t.partitions:
                 append(RP(name, tid, p.partition, p.fetch_offset, p.partition_max_bytes,
                           p.log_start_offset if has_lso else -1, p.current_leader_epoch if has_cle else -1, -1))
-    forgotten = []
+    forgotten: list[ForgottenPartition] = []
     for t in v.forgotten_topics_data if version >= 7 else ():
         name, tid = _topic_key(t, version, names)
         forgotten.extend(ForgottenPartition(name, tid, p) for p in t.partitions)
@@ -64,9 +65,9 @@ def request_from_kio(v, version: int, names) -> FetchRequestBody:
 
 
 def response_from_kio(v, version: int, names, keep_records: bool) -> FetchResponseBody:
-    rows = []
+    rows: list[ResponsePartition] = []
     append = rows.append
-    blobs = [] if keep_records else None
+    blobs: list[bytes | None] | None = [] if keep_records else None
     RP = ResponsePartition
     if version >= 12:
         get = _RESP_FIELDS
@@ -121,7 +122,7 @@ def snapshot_request_from_kio(v) -> FetchRequestBody:
 
 def snapshot_response_from_kio(v, keep_records: bool) -> FetchResponseBody:
     rows = []
-    blobs = [] if keep_records else None
+    blobs: list[bytes | None] | None = [] if keep_records else None
     for t in v.topics:
         for p in t.partitions:
             recs = p.unaligned_records
@@ -140,9 +141,13 @@ def snapshot_response_from_kio(v, keep_records: bool) -> FetchResponseBody:
 
 
 # -- encoding -----------------------------------------------------------------------------------------------
-def _runs(rows, key):
+_Row = TypeVar("_Row")
+_Key = TypeVar("_Key")
+
+
+def _runs(rows: Iterable[_Row], key: Callable[[_Row], _Key]) -> list[tuple[_Key, list[_Row]]]:
     """Consecutive rows with the same topic form one topic entry on the wire."""
-    out: list[tuple[object, list]] = []
+    out: list[tuple[_Key, list[_Row]]] = []
     for r in rows:
         k = key(r)
         if out and out[-1][0] == k:
@@ -182,7 +187,7 @@ def request_to_kio(b: FetchRequestBody, version: int, mod):
         for r in rows:
             parts.append(mod.FetchPartition(**request_partition_fields(r, version)))
         topics.append(mod.FetchTopic(partitions=tuple(parts), **_topic_kwargs(version, key)))
-    kw = dict(max_wait=_td(b.max_wait_ms), min_bytes=b.min_bytes, topics=tuple(topics))
+    kw: dict[str, object] = dict(max_wait=_td(b.max_wait_ms), min_bytes=b.min_bytes, topics=tuple(topics))
     if version >= 15:
         kw["replica_state"] = mod.ReplicaState(replica_id=b.replica_id)
     else:
@@ -207,7 +212,7 @@ def response_to_kio(b: FetchResponseBody, version: int, mod):
     for key, rows in _runs(zip(b.partitions, blobs), lambda rb: (rb[0].topic, rb[0].topic_id)):
         parts = []
         for r, blob in rows:
-            kw = dict(
+            kw: dict[str, object] = dict(
                 partition_index=r.partition, error_code=ErrorCode(r.error_code), high_watermark=r.high_watermark,
                 last_stable_offset=r.last_stable_offset, records=blob,
                 aborted_transactions=None if r.aborted_transactions < 0 else tuple(

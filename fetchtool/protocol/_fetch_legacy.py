@@ -36,7 +36,7 @@ def request_from_kp(v, version: int, names=None) -> FetchRequestBody:
                 p.log_start_offset if version >= 5 else -1, p.current_leader_epoch if version >= 9 else -1,
                 p.last_fetched_epoch if version >= 12 else -1,
             ))
-    forgotten = []
+    forgotten: list[ForgottenPartition] = []
     for t in _array(v.forgotten_topics_data, "ForgottenTopicsData", version, "request") if version >= 7 else ():
         name, tid = _topic_key(t, version, names)
         forgotten.extend(ForgottenPartition(name, tid, p) for p in _array(t.partitions, "Partitions", version, "request"))
@@ -55,7 +55,7 @@ def request_from_kp(v, version: int, names=None) -> FetchRequestBody:
 
 def response_from_kp(v, version: int, keep_records: bool, names=None) -> FetchResponseBody:
     rows = []
-    blobs = [] if keep_records else None
+    blobs: list[bytes | None] | None = [] if keep_records else None
     for t in _array(v.responses, "Responses", version, "response"):
         name, tid = _topic_key(t, version, names)
         for p in _array(t.partitions, "Partitions", version, "response"):
@@ -94,7 +94,7 @@ def request_to_kp(b: FetchRequestBody, version: int):
         for r in rows:
             parts.append(R.FetchTopic.FetchPartition(version=version, **request_partition_fields(r, version)))
         topics.append(R.FetchTopic(version=version, partitions=parts, **_topic_kw(version, key)))
-    kw = dict(max_wait_ms=b.max_wait_ms, min_bytes=b.min_bytes, topics=topics)
+    kw: dict[str, object] = dict(max_wait_ms=b.max_wait_ms, min_bytes=b.min_bytes, topics=topics)
     if version >= 15:
         if b.replica_id != -1:  # Kafka writes a tagged field only when it differs from its default
             kw["replica_state"] = R.ReplicaState(version=version, replica_id=b.replica_id)
@@ -123,7 +123,7 @@ def response_to_kp(b: FetchResponseBody, version: int):
     for key, rows in _runs(zip(b.partitions, blobs), lambda rb: (rb[0].topic, rb[0].topic_id)):
         parts = []
         for r, blob in rows:
-            kw = dict(partition_index=r.partition, error_code=r.error_code, high_watermark=r.high_watermark,
+            kw: dict[str, object] = dict(partition_index=r.partition, error_code=r.error_code, high_watermark=r.high_watermark,
                       records=blob)
             if version >= 4:
                 kw["last_stable_offset"] = r.last_stable_offset

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from struct import Struct
-from typing import Callable
+from typing import Callable, Iterator, Sequence
 
 from ..capture.events import Endpoint, StreamData, StreamGap
 from ..exchange import Exchange
@@ -28,7 +28,7 @@ DETECT_LIMIT = 256 * 1024  # bytes buffered per direction before the broker side
 DEEP_SCAN = 64 * 1024  # how far into a direction detection looks for a first request past a cut one
 _I32 = Struct(">i")
 _SESSION_APIS = (FETCH, FETCH_SNAPSHOT)
-_NOTHING: tuple = ()  # what most events yield: shared, not a new empty list each time
+_NOTHING: tuple[()] = ()  # what most events yield: shared, not a new empty list each time
 # How far a resync accepts a request's correlation id beyond the connection's last one. Java clients draw ids
 # from one counter for all their connections, so ids on one connection jump by the requests sent elsewhere.
 CORRELATION_WINDOW = 1 << 20
@@ -45,6 +45,9 @@ class OrphanResponse:
     broker: str
     correlation_id: int
     file: str = ""  # added beside the brief's fields: findings name the capture file
+
+
+Found = Exchange | OrphanResponse  # what a connection yields
 
 
 @dataclass
@@ -65,7 +68,7 @@ class _Pending:
     frame: int
     ts: float
     size: int
-    body: object  # FetchRequestBody, or None when not decoded
+    body: codec.FetchRequestBody | None  # None when not decoded
 
 
 class KafkaConnection:
@@ -88,7 +91,7 @@ class KafkaConnection:
         self._client_key: bytes | None = None  # client id as its header carries it (int16 length + bytes)
 
     # -- events in ----------------------------------------------------------------------------------------
-    def feed(self, ev: StreamData | StreamGap) -> list:
+    def feed(self, ev: StreamData | StreamGap) -> Sequence[Found]:
         state = self.state
         if state == "kafka":
             return self._dispatch(ev)
@@ -108,9 +111,9 @@ class KafkaConnection:
         """Frame of the first event held back while the broker side is undecided (None: nothing held)."""
         return self._held[0].frame if (self.state == "detect" and self._held) else None
 
-    def close(self) -> list:
+    def close(self) -> Sequence[Found]:
         """End of the connection: decide if still undecided, then flush requests that got no response."""
-        out: list = []
+        out: list[Found] = []
         if self.state == "detect":
             if self._detect(final=True):
                 out = self._replay()
@@ -121,10 +124,11 @@ class KafkaConnection:
         while self._pending:
             out.extend(self._missing(self._pending.popleft()))
         self._pending_ids.clear()
-        for f in (self._req, self._resp):
+        req, resp = self._framers()
+        for f in (req, resp):
             f.end()
             if f.mid_start is not None:
-                self._report_mid_start(f, f is self._req)
+                self._report_mid_start(f, f is req)
         self._report_damage()
         self._count_framer_skips()
         return out
@@ -205,10 +209,10 @@ class KafkaConnection:
         self._prefix.clear()
         return False
 
-    def _replay(self) -> list:
+    def _replay(self) -> list[Found]:
         held, self._held = self._held, []
         self._prefix.clear()
-        out: list = []
+        out: list[Found] = []
         for ev in held:
             if self.state != "kafka":
                 break
@@ -216,16 +220,23 @@ class KafkaConnection:
         return out
 
     # -- framing and pairing ------------------------------------------------------------------------------
-    def _dispatch(self, ev: StreamData | StreamGap) -> list:
+    def _framers(self) -> tuple[Framer, Framer]:
+        """(request, response) framers: _decide() sets both, and only a connection decided as Kafka frames."""
+        req, resp = self._req, self._resp
+        assert req is not None and resp is not None, "framing a connection not decided as Kafka"
+        return req, resp
+
+    def _dispatch(self, ev: StreamData | StreamGap) -> Sequence[Found]:
         src = ev.src
         # The capture layer reuses Endpoint objects: identity settles almost every event without __eq__.
         to_broker = src is self.client or (src is not self.broker and src == self.client)
         framer = self._req if to_broker else self._resp
+        assert framer is not None, "framing a connection not decided as Kafka"  # _decide() set both framers
         if isinstance(ev, StreamGap):
             framer.gap(ev.lost_bytes)
             return []
         frames = framer.feed(ev.data, ev.frame, ev.ts)
-        out = _NOTHING
+        out: Sequence[Found] = _NOTHING
         if to_broker:
             if not frames and framer.resyncing and framer.frames == 0 and framer.skipped_bytes > DETECT_LIMIT:
                 self._not_kafka(f"no Kafka request found in the first {framer.skipped_bytes:,} bytes from {self.client}")
@@ -243,6 +254,8 @@ class KafkaConnection:
     def _report_mid_start(self, framer: Framer, to_broker: bool) -> None:
         """One capture_started_mid_message warning per direction whose first bytes were inside a message."""
         m, framer.mid_start = framer.mid_start, None
+        if m is None:
+            return
         side = f"request from {self._client_s}" if to_broker else f"response from {self._broker_s}"
         where = (f"framing resumed at frame {m.resumed_frame}" if m.resumed_frame is not None
                  else "no frame start found before the stream ended")
@@ -255,7 +268,8 @@ class KafkaConnection:
 
     def _report_damage(self) -> None:
         """One bad_frame_size warning per resync after a size prefix that could not be believed."""
-        for f, side in ((self._req, f"request from {self._client_s}"), (self._resp, f"response from {self._broker_s}")):
+        req, resp = self._framers()
+        for f, side in ((req, f"request from {self._client_s}"), (resp, f"response from {self._broker_s}")):
             for d in f.damage:
                 where = (f"framing resumed at frame {d.resumed_frame}" if d.resumed_frame is not None
                          else "no frame start found before the stream ended")
@@ -263,7 +277,7 @@ class KafkaConnection:
                                      f"which the stream does not bear out; {where} ({d.skipped:,} bytes skipped)")
             f.damage.clear()
 
-    def _scan_requests(self, buf: memoryview, start: int):
+    def _scan_requests(self, buf: memoryview, start: int) -> tuple[int | None, int] | tuple[None, int, int]:
         """Next position where this client's next request could start. Once the connection has shown a request,
         a candidate must also carry its client id and a correlation id just after its last one, so the bytes
         of a damaged request's body are not taken for phantom requests."""
@@ -275,22 +289,17 @@ class KafkaConnection:
             return p, p
         return None, max(start, len(raw) - 11 - len(self._client_key))
 
-    def _next_requests(self, raw: bytes, start: int):
+    def _next_requests(self, raw: bytes, start: int) -> Iterator[int]:
         """Every position from `start` on where this client's next request starts, by its client id (which
         follows size, api key, version and correlation id) and correlation id."""
-        key = self._client_key
+        key, last = self._client_key, self._last_corr
+        if key is None or last is None:  # no request with a client id seen yet: nothing to recognise it by
+            return
         i = raw.find(key, start + 12)
         while i != -1:
-            if self._next_request_at(raw, i - 12):
+            if _next_request_at(raw, i - 12, key, last):
                 yield i - 12
             i = raw.find(key, i + 1)
-
-    def _next_request_at(self, raw: bytes, p: int) -> bool:
-        """Does this client's next request (by client id and correlation id) start at raw[p]?"""
-        if not plausible_request_start(raw, p, MAX_FRAME) or not raw.startswith(self._client_key, p + 12):
-            return False
-        corr = _I32.unpack_from(raw, p + 8)[0]
-        return 1 <= (corr - self._last_corr) % 0x80000000 <= CORRELATION_WINDOW
 
     def _recover_request(self, corr: int) -> bool:
         """A response to `corr` arrived, which no framed request asked for. If the request framer is still
@@ -313,7 +322,7 @@ class KafkaConnection:
         """Next position where a response frame starts (resync.py): one answering a pending request, or the
         stream's first byte when the frames from there chain."""
         raw = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)
-        return scan_responses(raw, start, self._pending_ids, self._resp.at_stream_start)
+        return scan_responses(raw, start, self._pending_ids, self._framers()[1].at_stream_start)
 
     def _on_request(self, fr: Frame) -> None:
         rep = self.ctx.report
@@ -345,14 +354,14 @@ class KafkaConnection:
         if h.api_key in _SESSION_APIS and self.ctx.on_fetch_request is not None:
             self.ctx.on_fetch_request((fr.frame, self.conn, h.correlation_id))
 
-    def _on_response(self, fr: Frame) -> list:
+    def _on_response(self, fr: Frame) -> list[Found]:
         rep = self.ctx.report
         payload = fr.payload
         corr = _I32.unpack_from(payload, 0)[0]
         if corr not in self._pending_ids and not self._recover_request(corr):
             rep.orphan_responses += 1
             return [OrphanResponse(self.conn, fr.frame, fr.ts, self._client_s, self._broker_s, corr, self.ctx.file)]
-        out: list = []
+        out: list[Found] = []
         while True:  # Kafka answers in request order: requests before this one lost their responses
             p = self._pending.popleft()
             n = self._pending_ids[p.correlation_id] - 1
@@ -386,7 +395,7 @@ class KafkaConnection:
     def _names(self) -> dict[str, str] | None:
         return self.ctx.topic_names.get(self._broker_s)
 
-    def _missing(self, p: _Pending) -> list:
+    def _missing(self, p: _Pending) -> list[Found]:
         if p.api_key not in _SESSION_APIS:
             return []
         return [self._exchange(p, None, None)]
@@ -402,9 +411,10 @@ class KafkaConnection:
             ts=p.ts, response_ts=None if fr is None else fr.ts, client=self._client_s, broker=self._broker_s,
             api_key=p.api_key, api_version=p.api_version, correlation_id=p.correlation_id, client_id=p.client_id,
             client_software=self._software,
-            replica_id=q and q.replica_id, session_id=q and q.session_id, session_epoch=q and q.session_epoch,
-            max_wait_ms=q and q.max_wait_ms, min_bytes=q and q.min_bytes, max_bytes=q and q.max_bytes,
-            isolation_level=q and q.isolation_level, rack_id=q and q.rack_id,
+            replica_id=q.replica_id if q else None, session_id=q.session_id if q else None,
+            session_epoch=q.session_epoch if q else None, max_wait_ms=q.max_wait_ms if q else None,
+            min_bytes=q.min_bytes if q else None, max_bytes=q.max_bytes if q else None,
+            isolation_level=q.isolation_level if q else None, rack_id=q.rack_id if q else None,
             error_code=resp and resp.error_code, response_session_id=resp and resp.session_id,
             throttle_time_ms=resp and resp.throttle_time_ms, request_bytes=p.size,
             response_bytes=None if fr is None else fr.size,
@@ -419,6 +429,15 @@ class KafkaConnection:
                 f.skipped_bytes = 0
 
 
+def _next_request_at(raw: bytes, p: int, key: bytes, last_corr: int) -> bool:
+    """Does this client's next request (by client id `key` and a correlation id just after `last_corr`) start
+    at raw[p]?"""
+    if not plausible_request_start(raw, p, MAX_FRAME) or not raw.startswith(key, p + 12):
+        return False
+    corr = _I32.unpack_from(raw, p + 8)[0]
+    return 1 <= (corr - last_corr) % 0x80000000 <= CORRELATION_WINDOW
+
+
 def _client_key(payload) -> bytes:
     """The client id as a request header carries it: int16 length (-1: null) and the bytes."""
     n = int.from_bytes(payload[8:10], "big", signed=True)
@@ -431,6 +450,7 @@ def _request_ids(prefix, deep: bool) -> set[int]:
     a candidate still waiting for more bytes counts here: which side answers decides)."""
     ids: set[int] = set()
     raw = bytes(prefix)
+    pos: int | None
     if plausible_request_start(raw, 0, MAX_FRAME):
         pos = 0
     elif deep:

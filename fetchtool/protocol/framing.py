@@ -35,7 +35,7 @@ _NO_FRAMES: tuple = ()
 # because a frame may start there once more bytes arrive; everything before it is skipped. The optional `need`
 # (bytes from keep_from) says how many the scanner must see before it can decide: the framer does not call it
 # again sooner, so waiting for a long candidate frame costs nothing per packet.
-Scanner = Callable[[memoryview, int], "tuple[int | None, int]"]
+Scanner = Callable[[memoryview, int], "tuple[int | None, int] | tuple[None, int, int]"]
 
 
 class Frame(NamedTuple):
@@ -174,9 +174,10 @@ class Framer:
         if self._bad is None:  # a resync already under way keeps reporting its first bad prefix
             self._bad = (at_frame, size, self.skipped_bytes)
 
-    def _parse(self, pos: int, fresh: int, frame: int, ts: float):
+    def _parse(self, pos: int, fresh: int, frame: int, ts: float) -> list[Frame]:
         """Frames from the buffered bytes, starting at `pos`; the last `fresh` bytes came with packet `frame`."""
-        buf = memoryview(self._join())
+        joined = self._join()
+        buf = memoryview(joined)
         end = len(buf)
         out: list[Frame] = []
         unpack = _SIZE.unpack_from
@@ -196,6 +197,7 @@ class Framer:
                 if self._opening:
                     self._opening = False
                     if self.skipped_bytes:
+                        assert self._lead is not None  # feed() records an opening stream's first packet first
                         self.mid_start = MidStart(self._lead, self._date(pos + 4, frame), self.skipped_bytes)
                 if self._bad is not None:
                     bad_frame, size, mark = self._bad
@@ -227,7 +229,7 @@ class Framer:
         rest = end - pos
         if rest:
             # Keep only the unconsumed tail (at most one partial frame), as its own piece.
-            self._chunks = [bytes(buf[pos:])] if out or pos else [buf.obj]
+            self._chunks = [bytes(buf[pos:])] if out or pos else [joined]
             if rest <= fresh:
                 self._first_frame = frame
         else:

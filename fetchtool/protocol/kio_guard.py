@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import fields
 from functools import cache
 from struct import Struct, error as StructError
+from typing import Any
 
 from kio.serial import entity_reader
 from kio.serial._introspect import (
@@ -39,6 +40,7 @@ _I16, _I32 = Struct(">h"), Struct(">i")
 # string/bytes (a: its int16/int32 length, b: nullable); CARRAY/LARRAY (a: the element's op); ENTITY (a: the
 # entity type, b: nullable).
 SKIP, CSTR, LSTR, CARRAY, LARRAY, ENTITY = range(6)
+Op = tuple[int, Any, Any]
 
 
 class ArrayTooLong(CodecError):
@@ -83,7 +85,8 @@ def check(entity_type, buf, offset: int = 0) -> int | None:
 def _plan(entity_type, nullable: bool):
     """(nullable, flexible, ops for the untagged fields, {tag: op})."""
     flexible = entity_type.__flexible__
-    ops, tags = [], {}
+    ops: list[Op] = []
+    tags: dict[int, Op] = {}
     for f in fields(entity_type):
         tag = get_field_tag(f)
         op = _op(f, flexible, tagged=tag is not None)
@@ -98,8 +101,9 @@ def _plan(entity_type, nullable: bool):
     return nullable, flexible, tuple(ops), tags
 
 
-def _op(f, flexible: bool, tagged: bool):
+def _op(f, flexible: bool, tagged: bool) -> Op:
     cls = classify_field(f)
+    elem: Op
     if isinstance(cls, (EntityField, EntityTupleField)):
         # as kio: a struct field is nullable (an int8 marker first) when its type is optional, tagged or not
         elem = (ENTITY, cls.type_, isinstance(cls, EntityField) and is_optional(f))
@@ -128,11 +132,12 @@ def _op(f, flexible: bool, tagged: bool):
 @cache
 def _walker(entity_type, nullable: bool):
     """walk(buf, pos) -> pos after the entity; raises ArrayTooLong, or _Stop / IndexError / struct.error."""
-    return _function(_code((ENTITY, entity_type, nullable), env := {}, 1), env)
+    env: dict[str, Any] = {}
+    return _function(_code((ENTITY, entity_type, nullable), env, 1), env)
 
 
-def _field_walker(op):
-    env: dict = {}
+def _field_walker(op: Op):
+    env: dict[str, Any] = {}
     return _function(_code(op, env, 1), env)
 
 

@@ -56,6 +56,9 @@ class DecodeReport:
     # client's software to its other connections (clients that send ApiVersions on one connection only)
     software_client_ids: dict[str, str | None] = field(default_factory=dict)
     topic_names: dict[str, str] = field(default_factory=dict)  # topic id -> name (all brokers)
+    # Rows a `decode --out` run wrote (the Spark engine counts them back from its Parquet datasets); not in to_dict
+    exchanges_written: int = 0
+    partitions_written: int = 0
 
     def warn(self, code: str, message: str) -> None:
         self.warnings[code] += 1

@@ -71,11 +71,11 @@ def eviction_thrash(w: World) -> None:
         for c in clients.values():  # the survivors keep fetching: they were in the cache all along
             c.poll()
         req = victim.poll()  # incremental on the evicted session
-        assert req.outcome.error_code == 70
+        assert req.answer.error_code == 70
         w.expect("FETCH_SESSION_ID_NOT_FOUND", "evicted", req, victim.conn)
         if n == 0:
             again = victim.poll()  # (0, 0): no free slot, nothing evictable (equal size) -> session id 0
-            assert again.outcome.session_id == 0 and again.outcome.error_code == 0
+            assert again.answer.session_id == 0 and again.answer.error_code == 0
             w.expect("CACHE_FULL", None, again, victim.conn)
         newcomer.poll()
         clients[name] = newcomer
@@ -99,7 +99,7 @@ def epoch_retry(w: World) -> None:
     conn.close(rst="client")
     conn2 = w.connect(b, "10.0.2.1", 42001, "retrying-client")
     dup = conn2.fetch(req.meta, {})  # the same (session id, epoch) again
-    assert dup.outcome.error_code == 71
+    assert dup.answer.error_code == 71
     w.expect("INVALID_FETCH_SESSION_EPOCH", "duplicate_request", dup, conn2)
     c.conn = conn2
     c.handler.handle_error()  # back to (id, 0): close and re-create
@@ -121,7 +121,7 @@ def concurrent_fetch(w: World) -> None:
     second = conn.request(first.meta, {})  # the heartbeat thread's fetch, same epoch
     conn.respond(first)
     conn.respond(second)
-    assert second.outcome.error_code == 71
+    assert second.answer.error_code == 71
     w.expect("INVALID_FETCH_SESSION_EPOCH", "concurrent_requests", second, conn)
     c.handle(first)
     c.poll()
@@ -145,7 +145,7 @@ def broker_restart(w: World) -> None:
     for i, c in enumerate(clients):
         c.conn = w.connect(b, f"10.0.4.{i + 1}", 44100 + i, f"worker-{i}")
         req = c.poll()  # this client keeps its session across the reconnect (as franz-go does)
-        assert req.outcome.error_code == 70
+        assert req.answer.error_code == 70
         w.expect("FETCH_SESSION_ID_NOT_FOUND", "broker_restart", req, c.conn)
     for c in clients:
         c.poll()
@@ -185,6 +185,7 @@ def _near_max(w: World, name: str, port: int):
     c.poll()
     sid = c.handler.next_metadata.session_id
     session = b.manager.cache.get(sid)
+    assert session is not None  # the poll above created it
     session.epoch = MAX_INT - 2  # what 2^31 fetches would have done
     c.handler.next_metadata = FetchMetadata(sid, MAX_INT - 2)
     w.silent = False
@@ -204,7 +205,7 @@ def epoch_wrap_ok(w: World) -> None:
 def epoch_wrap_bad(w: World) -> None:
     _, conn, c, sid = _near_max(w, "wrap-bad", 47100)
     bad = conn.fetch(FetchMetadata(sid, -(2**31)), {})
-    assert bad.outcome.error_code == 71
+    assert bad.answer.error_code == 71
     w.expect("INVALID_FETCH_SESSION_EPOCH", "bad_wrap", bad, conn)
     c.handler.next_metadata = FetchMetadata(sid, 0)
     c.poll()
@@ -222,7 +223,7 @@ def topic_id_switch(w: World) -> None:
     c.poll()
     meta = c.handler.next_metadata
     bad = conn.fetch(meta, {parts[0]: 5}, version=12)
-    assert bad.outcome.error_code == 106
+    assert bad.answer.error_code == 106
     w.expect("FETCH_SESSION_TOPIC_ID_ERROR", "version_mismatch", bad, conn)
     c.handler.next_metadata = FetchMetadata(meta.session_id, 0)
     c.poll()
@@ -301,7 +302,7 @@ def sessions_never_granted(w: World) -> None:
     for _ in range(4):
         for c in consumers:
             req = c.poll()
-            assert req.outcome.session_id == 0 and req.outcome.error_code == 0  # refused: no slot, ever
+            assert req.answer.session_id == 0 and req.answer.error_code == 0  # refused: no slot, ever
             first = first or req
         w.advance(0.5)
     w.expect("SESSIONS_NOT_GRANTED", None, first, consumers[0].conn)
@@ -325,7 +326,7 @@ def churn_fills_cache(w: World) -> None:
     for _ in range(12):
         steady.poll()
         req = conn.fetch(FetchMetadata.INITIAL, {tp: 0 for tp in churn_parts})
-        if req.outcome.session_id:
+        if req.answer.session_id:
             granted += 1
         else:
             refused += 1
@@ -366,7 +367,7 @@ def session_dropped(w: World) -> None:
     w.expect("SESSION_DROPPED_WITHOUT_ERROR", None, req, victim.conn)
     leaver.positions.clear()  # unassigned: the next fetch forgets every partition
     emptied = leaver.poll()
-    assert emptied.outcome.session_id == 0 and emptied.outcome.error_code == 0  # Kafka's own way to end it
+    assert emptied.answer.session_id == 0 and emptied.answer.error_code == 0  # Kafka's own way to end it
     victim.poll()
     victim.poll()
 
@@ -378,11 +379,7 @@ def max_wait_ignored(w: World) -> None:
     patient = w.broker("10.0.0.101", holds_empty_fetches=True)
     idle = [JavaLikeClient(w.connect(hasty, f"10.0.9.{i}", 49000 + i, f"idle-{i}"), _parts(f"quiet-{i}", 2))
             for i in (1, 2)]  # fmt: skip
-    first = None
-    for _ in range(15):
-        for c in idle:
-            req = c.poll()
-            first = first or req
+    first = [c.poll() for _ in range(15) for c in idle][0]
     w.expect("MAX_WAIT_IGNORED", None, request_frame=first.request_frame, response_frame=first.response_frame,
              broker=str(hasty.endpoint))  # fmt: skip
     waiting = JavaLikeClient(w.connect(patient, "10.0.9.3", 49003, "idle-3"), _parts("quiet-3", 2))
@@ -395,10 +392,7 @@ def max_wait_ignored(w: World) -> None:
 def max_wait_zero(w: World) -> None:
     b = w.broker(holds_empty_fetches=True)
     spinner = JavaLikeClient(w.connect(b, "10.0.8.1", 48001, "spinner"), _parts("idle", 2), max_wait_ms=0)
-    first = None
-    for _ in range(25):
-        req = spinner.poll()
-        first = first or req
+    first = [spinner.poll() for _ in range(25)][0]
     w.expect("MAX_WAIT_ZERO", None, conn=spinner.conn, request_frame=first.request_frame,
              response_frame=first.response_frame)  # fmt: skip
     patient = JavaLikeClient(w.connect(b, "10.0.8.2", 48002, "patient"), _parts("idle", 2))
@@ -420,7 +414,7 @@ def fetch_error_loop(w: World) -> None:
     for _ in range(13):
         loop.append(c.poll())
         w.advance(0.02)  # 20 ms: no retry.backoff.ms
-    assert all(p.outcome.partitions and all(r.error_code == 74 for _t, r in p.outcome.partitions) for p in loop)
+    assert all(p.answer.partitions and all(r.error_code == 74 for _t, r in p.answer.partitions) for p in loop)
     w.expect("FETCH_ERROR_LOOP", None, conn=c.conn, request_frame=loop[1].request_frame,
              response_frame=loop[1].response_frame)  # fmt: skip
     b.errors = {}

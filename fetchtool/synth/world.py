@@ -16,6 +16,7 @@ import datetime
 import io
 import random
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fetchtool.capture.events import Endpoint
@@ -39,12 +40,16 @@ def record_batch(count: int, value_size: int = 40) -> bytes:
     """One uncompressed magic-2 batch of `count` records (deterministic bytes)."""
     from kio.records.schema import NewRecordBatch, Record
     from kio.records.writers import write_new_batch
+    from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
-    records = tuple(Record(attributes=0, timestamp=_STAMP, offset=i, key=None, value=b"v" * value_size, headers=())
+    # kio's phantom types: parse() checks the range and returns the very value, typed
+    records = tuple(Record(attributes=i8.parse(0), timestamp=TZAwareMicros.parse(_STAMP), offset=i64.parse(i), key=None,
+                           value=b"v" * value_size, headers=())
                     for i in range(count))  # fmt: skip
     buf = io.BytesIO()
-    write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1, base_sequence=-1, records=records,
-                                        attributes=0))  # fmt: skip
+    write_new_batch(buf, NewRecordBatch(producer_id=i64.parse(-1), producer_epoch=i16.parse(-1),
+                                        base_sequence=i32.parse(-1), records=records,
+                                        attributes=i16.parse(0)))  # fmt: skip
     return buf.getvalue()
 
 
@@ -74,6 +79,8 @@ class Broker:
         self.hw[(topic, partition)] = self.hw.get((topic, partition), 0) + records
 
     def read(self, tip: TopicIdPartition, data: PartitionData) -> tuple[PartitionResult, bytes | None]:
+        if tip.topic is None:  # a topic id this broker cannot name: nothing was produced to it
+            return PartitionResult(high_watermark=0, last_stable_offset=0, log_start_offset=0, records_size=0), None
         error = self.errors.get((tip.topic, tip.partition))
         if error:  # Kafka answers an error partition with no records and offsets of -1
             return PartitionResult(error_code=error), None
@@ -94,13 +101,20 @@ class Pending:
     fetch_data: dict[TopicIdPartition, PartitionData]
     forgotten: list[TopicIdPartition]
     max_bytes: int
-    request_frame: int
+    request_frame: int | None  # None: sent before the capture started
     ts: float
     response_frame: int | None = None
     outcome: FetchOutcome | None = None
     extra: dict = field(default_factory=dict)
     max_wait_ms: int = 500
     min_bytes: int = 1
+
+    @property
+    def answer(self) -> FetchOutcome:
+        """The broker's outcome, for a script that reads it after respond()."""
+        if self.outcome is None:
+            raise RuntimeError(f"request {self.correlation_id} read before the broker answered it")
+        return self.outcome
 
 
 class Connection:
@@ -118,13 +132,13 @@ class Connection:
         return str(self.endpoint)
 
     def request(self, meta: FetchMetadata, partitions: dict[tuple[str, int], int], *, version: int = 12,
-                forget: list[tuple[str, int]] = (), max_bytes: int = 52428800, partition_max_bytes: int = 1048576,
+                forget: Sequence[tuple[str, int]] = (), max_bytes: int = 52428800, partition_max_bytes: int = 1048576,
                 max_wait_ms: int = 500, min_bytes: int = 1) -> Pending:  # fmt: skip
         w = self.world
         w.tick()
         self.correlation += 1
         ids = version >= 13
-        data = {}
+        data: dict[TopicIdPartition, PartitionData] = {}
         for (t, p), off in partitions.items():
             tid = topic_id(t) if ids else uuid.UUID(int=0)
             data[TopicIdPartition(tid, t, p)] = PartitionData(off, max_bytes=partition_max_bytes, topic_id=tid)
@@ -136,12 +150,13 @@ class Connection:
             (ForgottenPartition(k.topic, str(k.topic_id) if ids else None, k.partition) for k in forgotten),
             max_bytes=max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)  # fmt: skip
         ts = w.t
-        waits = {"max_wait_ms": max_wait_ms, "min_bytes": min_bytes}
         if w.silent:  # before the capture starts: the bytes pass, the writer does not see them
             self.conv.next["client"] = (self.conv.next["client"] + len(frame)) & 0xFFFFFFFF
-            return Pending(version, self.correlation, meta, data, forgotten, max_bytes, None, ts, **waits)
+            return Pending(version, self.correlation, meta, data, forgotten, max_bytes, None, ts,
+                           max_wait_ms=max_wait_ms, min_bytes=min_bytes)
         w.t = self.conv.send("client", frame, w.t, ack=False)
-        return Pending(version, self.correlation, meta, data, forgotten, max_bytes, w.out.frames, ts, **waits)
+        return Pending(version, self.correlation, meta, data, forgotten, max_bytes, w.out.frames, ts,
+                       max_wait_ms=max_wait_ms, min_bytes=min_bytes)
 
     def respond(self, req: Pending, *, outcome: FetchOutcome | None = None, records: dict | None = None,
                 throttle_ms: int = 0, lost: bool = False) -> FetchOutcome:  # fmt: skip
@@ -247,13 +262,14 @@ class JavaLikeClient:
                                  max_wait_ms=self.max_wait_ms), data
 
     def handle(self, req: Pending) -> bool:
-        o = req.outcome
-        tps = [TopicPartition(t.topic, t.partition) for t, _ in o.partitions]
+        o = req.answer
+        # as Kafka's FetchResponse.responseData: a topic id the client cannot name is not a partition it handles
+        tps = [TopicPartition(t.topic, t.partition) for t, _ in o.partitions if t.topic is not None]
         ok = self.handler.handle_response(o.error_code, o.session_id, o.throttle_time_ms, tps,
                                           {t.topic_id for t, _ in o.partitions}, req.version)  # fmt: skip
         if ok:
             for tip, r in o.partitions:
-                if r.records_size:
+                if r.records_size and tip.topic is not None:
                     key = (tip.topic, tip.partition)
                     self.positions[key] = min(r.high_watermark, self.positions[key] + self.conn.broker.batch_records)
         return ok
@@ -294,7 +310,7 @@ class World:
     def expect(self, code: str, cause: str | None = None, req: Pending | None = None, conn: Connection | None = None,
                **extra) -> None:  # fmt: skip
         """Record a finding the construction implies (frames of the exchange that shows it)."""
-        e = {"code": code, "cause": cause}
+        e: dict[str, object] = {"code": code, "cause": cause}
         if req is not None:
             e["request_frame"] = req.request_frame
             e["response_frame"] = req.response_frame
