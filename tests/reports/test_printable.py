@@ -60,3 +60,12 @@ def test_a_log_line_cannot_be_forged_or_drive_the_terminal():
     lines = stream.getvalue().splitlines()
     assert lines[0] == "WARNING client_id=x\\x1b]0;pwned\\x07\\x0aWARNING forged"
     assert lines[1] == "ERROR failed" and lines[2].startswith("Traceback") and lines[-1] == "ValueError: bad \\x1b[5m"
+
+
+def test_a_whole_report_is_checked_to_its_last_character():
+    # reports of hundreds of MB are checked in slices, ASCII ones by bytes: a control at any place is still found
+    for filler in ("x" * 3_000_000, "é\u00a0│" * 1_000_000):
+        for hostile in ("\x1b", "\x9b", "\u202e", "\x7f"):
+            text = filler + hostile + "end"
+            assert printable(text) == filler + printable(hostile) + "end"
+        assert printable(filler) is filler
