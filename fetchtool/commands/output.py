@@ -212,7 +212,7 @@ def warn_empty_shards(cache_slots: int, cache_shards: int) -> None:
 
 def emit(text: str, output: Path | None) -> None:
     """The report to stdout, or to --output FILE, with every character from a capture that is not safe to show
-    escaped (fetchtool.printable): markdown and HTML show `\x1b` as text; a JSON document stays valid and
+    escaped (fetchtool.printable): markdown and HTML show `\\x1b` as text; a JSON document stays valid and
     lossless (the encoder already escapes C0; DEL, C1 and the rest become its own \\uNNNN escapes)."""
     text = printable(text)
     if output is None:
