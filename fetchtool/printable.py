@@ -28,8 +28,7 @@ import sys
 from typing import TextIO
 
 # Unicode 14-15 format characters (Cf), line/paragraph separators and surrogates; tests/reports/test_printable.py
-# checks this covers
-# every such character of the running Python's unicodedata.
+# checks this covers every such character of the running Python's unicodedata.
 _WIDE = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
          "\u2066-\u206f\ufeff\ufff9-\ufffb\ud800-\udfff\U000110bd\U000110cd\U00013430-\U0001343f"
          "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
