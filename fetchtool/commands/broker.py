@@ -34,6 +34,7 @@ from fetchtool.broker.admin import serve_admin
 from fetchtool.broker.server import Broker
 from fetchtool.broker.state import WILDCARD_HOSTS, BrokerConfig
 from fetchtool.commands.output import bad_option, check_port, check_positive, fail, warn_empty_shards
+from fetchtool.printable import log_handler
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
 
 # Kafka accepts socket.request.max.bytes >= 1, but every client opens with ApiVersions and Metadata requests
@@ -135,7 +136,7 @@ def main(
                           auto_create_partitions=auto_create_partitions, max_frame_bytes=max_frame_bytes,
                           idle_timeout_ms=idle_timeout_ms, partial_frame_timeout_ms=partial_frame_timeout_ms,
                           max_connections=max_connections)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.basicConfig(level=logging.INFO, handlers=[log_handler(sys.stderr, "%(asctime)s %(message)s")])
     if not verbose:  # routine connection lines only; a client closed for breaking the protocol is a WARNING
         logging.getLogger("fetchtool.broker").addFilter(
             lambda r: r.levelno > logging.INFO or not r.getMessage().startswith("connection "))

@@ -15,7 +15,7 @@ from rich.text import Text
 from fetchtool.analysis.reports.fit import Steps
 
 from fetchtool.commands.options import since_option, until_option, width_option
-from fetchtool.commands.output import bad_option, check_choice, check_ports, fail, report_console
+from fetchtool.commands.output import bad_option, check_choice, check_ports, error_console, fail, report_console
 from fetchtool.commands.reading import Reading
 from fetchtool.analysis.reports.timefmt import utc
 from fetchtool.commands.window import TimeWindow, time_window
@@ -46,7 +46,7 @@ def main(
     until: str | None = until_option(),
     width: int | None = width_option(),
 ) -> None:
-    err = Console(stderr=True, soft_wrap=True)  # one message, one line: never wrapped
+    err = error_console(soft_wrap=True)  # one message, one line: never wrapped
     check_ports(port)
     check_choice(engine, "--engine", ENGINES)
     report_console(width=width)  # a bad --width fails before the capture is read
@@ -151,6 +151,7 @@ def exchange_table(exchanges: list[Exchange], width: int = WIDE_TABLE):
         when = None if ex.ts is None else utc(ex.ts, "%H:%M:%S.%f" if one_day else "%Y-%m-%d %H:%M:%S.%f")
         latency = latency_ms(ex)
         ms = None if latency is None else f"{latency:,.1f}"
+        cells: tuple[object, ...]
         if wide:
             api = ("Fetch" if ex.api_key == 1 else "FetchSnapshot") + f" v{ex.api_version}"
             cells = (when, ex.request_frame, ex.response_frame, ms, ex.client, ex.client_id, ex.broker, api,

@@ -1,15 +1,26 @@
-"""Where a command's report goes, and how it fails: one line on stderr, never a traceback."""
+"""Where a command's report goes, and how it fails: one line on stderr, never a traceback.
+
+Every way out of a command is here, and each one escapes what a capture or a peer could put in its text
+(fetchtool.printable): the report consoles (tables on stdout, messages and progress on stderr), `emit` (markdown,
+HTML, JSON and --output files), `warn` and `fail`.
+"""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
 from pathlib import Path
-from typing import NoReturn
+from collections.abc import Iterable
+from typing import Any, NoReturn
 
+import rich.text
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
+
+from fetchtool.printable import last_resort_handler, one_line, printable
 
 # Exit codes, as click's own: 2 for a bad option value (the command line is wrong), 1 for input that cannot be
 # used (no such file, nothing could be read, a broker that cannot be reached).
@@ -23,7 +34,9 @@ FILE_WIDTH = 200
 def fail(message: str, code: int = 1) -> NoReturn:
     # typer.echo, not rich: a message must stay one line (rich wraps at the terminal width) and a '[' in a file
     # name must not be taken for markup. An exception's text is cut to its first line here, once for all callers.
-    typer.echo(f"error: {message.splitlines()[0] if message else message}", err=True)
+    # Cut at a newline only (splitlines() would also cut at a \x1c or U+2028 inside a client id); the rest escaped.
+    first = message.split("\n", 1)[0].rstrip("\r")
+    typer.echo(f"error: {one_line(first)}", err=True)
     raise typer.Exit(code)
 
 
@@ -39,7 +52,7 @@ def usage_error_line(exc) -> str:
 
     param = getattr(exc, "param", None)
     name = (param.opts or [param.name])[0] if param is not None else None
-    if isinstance(exc, MissingParameter) and name:
+    if isinstance(exc, MissingParameter) and param is not None and name:
         return f"missing {param.param_type_name} {name}"
     errors = exc.__cause__.errors() if hasattr(exc.__cause__, "errors") else None
     if isinstance(exc, BadParameter) and name and errors and "input" in errors[0]:
@@ -107,7 +120,58 @@ def int_list_option(text: str, option: str, minimum: int = 0) -> list[int]:
     return values
 
 
-class _ReportConsole(Console):
+def _escaped_for_rich(text: str, _translate_table: dict[int, None] | None = None) -> str:
+    # rich.control.strip_control_codes' signature; newlines stay: rich splits a Text into lines at them
+    return printable(text)
+
+
+# rich's own sanitizer, called on every string that becomes a Text (Text(), append, markup, console.print of a
+# str), silently drops BEL, BS, VT, FF and CR and lets ESC and the C1 controls through. Replaced by the escaping
+# one, the text is escaped the moment it enters rich, before any layout: tables measure the escaped id they
+# will show (`\x1b]0;pwned\x07` is 15 columns; the raw string measured 7), and nothing is dropped unseen.
+# rich has no public hook for this; SafeConsole below is the net should a future rich stop calling it.
+rich.text.strip_control_codes = _escaped_for_rich
+
+
+# Warnings logged where no handler was set up (the in-process broker of `replay`) reach stderr escaped too.
+logging.lastResort = last_resort_handler()
+
+
+class SafeConsole(Console):
+    """A rich Console that never writes a control character it did not mean: the text of every segment is
+    escaped (fetchtool.printable) as it is rendered, while rich's own control segments (cursor moves of a
+    progress bar) and its styles (colour codes, added when the segments are written) go through as they are.
+
+    Markup, too, is only what a command writes itself: a string it prints directly may style itself
+    ("[bold]Plan[/bold]: ..."), but a string inside a table, a panel or any other renderable (a client id in a
+    cell) is text, `[bold]x[/bold]` shown as it is."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("markup", False)
+        super().__init__(*args, **kwargs)
+
+    def print(self, *objects: Any, markup: bool | None = None, emoji: bool | None = None,
+              highlight: bool | None = None, **kwargs: Any) -> None:
+        # what Console.print does with a str argument, but with markup on unless the caller turned it off
+        objects = tuple(self.render_str(o, emoji=emoji, markup=markup is not False, highlight=highlight)
+                        if isinstance(o, str) else o for o in objects)
+        super().print(*objects, markup=markup, emoji=emoji, highlight=highlight, **kwargs)
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control:
+                yield segment
+            else:
+                text = printable(segment.text)
+                yield segment if text is segment.text else Segment(text, segment.style)
+
+
+def error_console(**kwargs) -> Console:
+    """The console for stderr (messages, the decode report's lines, progress bars), escaped as the reports."""
+    return SafeConsole(stderr=True, **kwargs)
+
+
+class _ReportConsole(SafeConsole):
     def on_broken_pipe(self) -> None:
         # rich's own answer to a closed pipe is exit 1; fetchtool.cli ends every command the same quiet way (0)
         raise BrokenPipeError
@@ -126,7 +190,7 @@ def report_console(file=None, width: int | None = None) -> Console:
 
 
 def warn(message: str) -> None:
-    typer.echo(f"warning: {message}", err=True)
+    typer.echo(f"warning: {one_line(message)}", err=True)
 
 
 def warn_if_nothing_matched(matched: bool, client: str | None, broker: str | None) -> None:
@@ -147,7 +211,10 @@ def warn_empty_shards(cache_slots: int, cache_shards: int) -> None:
 
 
 def emit(text: str, output: Path | None) -> None:
-    """The report to stdout, or to --output FILE."""
+    """The report to stdout, or to --output FILE, with every character from a capture that is not safe to show
+    escaped (fetchtool.printable): markdown and HTML show `\\x1b` as text; a JSON document stays valid and
+    lossless (the encoder already escapes C0; DEL, C1 and the rest become its own \\uNNNN escapes)."""
+    text = printable(text)
     if output is None:
         typer.echo(text, nl=False)
         return

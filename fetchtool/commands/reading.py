@@ -15,9 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
-from fetchtool.commands.output import fail, warn
+from fetchtool.commands.output import error_console, fail, warn
 from fetchtool.commands.progress import CaptureProgress
 from fetchtool.analysis.reports.timefmt import iso
 from fetchtool.commands.window import TimeWindow
@@ -53,7 +52,7 @@ class Reading:
 
     def items(self):
         """The run's items inside the window. Raises the decoder's CaptureError when nothing can be read."""
-        err = Console(stderr=True)
+        err = error_console()
         previous = _catch_sigint(self._on_sigint)
         it = iter(self.run)
         window = self.window

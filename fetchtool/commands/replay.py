@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fetchtool.commands.options import since_option, until_option, width_option
-from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit, fail,
-                                      plan_or_fail, report_console, warn_empty_shards)
+from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit,
+                                      error_console, fail, plan_or_fail, report_console, warn_empty_shards)
 from fetchtool.commands.reading import Reading, interrupted_exit
 from fetchtool.commands.replay_markdown import replay_markdown
 from fetchtool.commands.stamp import stamp_json, stamp_markdown
@@ -55,7 +54,7 @@ def main(
     until: Optional[str] = until_option(),
     width: Optional[int] = width_option(),
 ) -> None:
-    err = Console(stderr=True)
+    err = error_console()
     check_choice(fmt, "--format", ("table", "json", "markdown"))
     check_choice(sessions, "--sessions", SESSION_MODES)
     check_positive(speed, "--speed")

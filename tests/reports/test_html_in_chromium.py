@@ -129,7 +129,7 @@ def test_a_hostile_client_id_is_shown_as_text(chromium, tmp_path):
     assert got.page.console == ()
     assert got.page.body.get("data-ready") == "1"
     assert "\x1b" not in got.html and "\x00" not in got.html and "<img" not in got.html
-    shown = hostile.replace("\x1b", "").replace("\x00", "")
+    shown = hostile.replace("\x1b", "\\x1b").replace("\x00", "\\x00")  # escaped as text, not dropped
     headings = [h["text"] for h in elements(got.page.dom, lambda t, a: t == "h3")]
     assert f"{shown}@{analysis.clients[0].host}" in headings
     assert any(m["text"].endswith(shown) for m in elements(got.page.dom, lambda t, a: a.get("class") == "message"))

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich import box
-from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.padding import Padding
 from rich.table import Table
@@ -31,6 +30,12 @@ class Col:
 
 
 Cell = str | tuple[str, ...]  # a tuple: several values, one a line in a table, ", " in a card
+
+
+def cell_len(text: str) -> int:
+    """The width rich gives `text` once it is a Text: what a report console shows (a control character from a
+    capture escaped to `\\x1b`, by fetchtool.commands.output), not the raw string's."""
+    return Text(text).cell_len
 
 
 def _lines(cell: Cell) -> list[str]:

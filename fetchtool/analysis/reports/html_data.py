@@ -8,21 +8,21 @@ session one lane, each request a point of its kind, from its SessionLife's steps
 from __future__ import annotations
 
 import json
-import re
 
 from fetchtool.analysis.model import CLOSE, FULL, FULL_CREATE, INCREMENTAL, SESSIONLESS, Analysis, ClientSummary
 from fetchtool.analysis.tracking.tracker import host_of
+from fetchtool.printable import one_line
 
 MAX_POINTS_PER_KIND = 5000  # per client and kind of point: a chart stays quick to draw on a long capture
 MAX_LANES = 300  # sessions drawn per client (a churning client makes one per fetch); the JSON report has them all
 MAX_CLIENT_CHARTS = 200  # clients with a session chart; the page stays light with thousands of clients
 KINDS = ("created", "incremental", "full", "error", "end")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def clean(text) -> str:
-    """Text from a capture, safe to show: control characters (terminal escapes, NULs, newlines) removed."""
-    return _CONTROL.sub("", str(text))
+    """Text from a capture, safe to show: control characters (terminal escapes, NULs, newlines) escaped, as
+    `\\x1b` (fetchtool.printable): shown, not silently dropped."""
+    return one_line(str(text))
 
 
 def chart_data(a: Analysis) -> dict:

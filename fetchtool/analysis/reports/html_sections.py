@@ -1,5 +1,5 @@
 """The HTML report's text parts: capture summary, findings, savings. Every value goes through `esc` (HTML-escaped,
-control characters removed), so nothing from a capture can become markup or script."""
+control characters escaped), so nothing from a capture can become markup or script."""
 
 from __future__ import annotations
 
