@@ -15,7 +15,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from fetchtool.broker.logs import InvalidRecords
+from fetchtool.broker.logs import InvalidRecords, ProducerStateError
 from fetchtool.broker.state import BrokerState
 
 # api key -> (min, max) versions served: Kafka 4.3.1's ranges (ApiVersions v3 against the real broker) for every
@@ -151,11 +151,21 @@ def produce(state: BrokerState, request: typing.Any) -> typing.Any:
                 code = missing
             else:
                 try:
-                    base = log.append(bytes(p.records or b""))
-                    state.appended += 1
+                    appended = log.append_produced(bytes(p.records or b""))
+                    base = appended.base_offset
+                    if appended.duplicate is None:
+                        state.appended += 1
+                    else:
+                        state.duplicates += 1
+                        state.log.info("produce to %s-%d: a retried batch (sequence %d-%d) already at offset %d, "
+                                       "acknowledged without appending it again", name, p.index,
+                                       appended.duplicate.first_seq, appended.duplicate.last_seq, base)
                 except InvalidRecords as exc:
                     code = CORRUPT_MESSAGE
-                    state.log.info("produce to %s-%d refused: %s", t.name, p.index, exc)
+                    state.log.info("produce to %s-%d refused: %s", name, p.index, exc)
+                except ProducerStateError as exc:
+                    code = exc.error_code
+                    state.log.info("produce to %s-%d refused: %s", name, p.index, exc)
             partitions.append(
                 make(m.PartitionProduceResponse, index=p.index, error_code=code, base_offset=base,
                      log_start_offset=log.log_start_offset if log else -1, record_errors=(), error_message=None)

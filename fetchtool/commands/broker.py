@@ -21,6 +21,7 @@ evict ID | drop-connections [IP:PORT] | history [N]
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -167,6 +168,9 @@ async def _listen(option: str, host: str, port: int, start: typing.Awaitable[T])
 
 async def _serve(config: BrokerConfig, topics: dict[str, int], admin_port: int | None) -> None:
     broker = Broker(config, topics=topics)
+    # The start-up topics live as long as the process (100,000s of partition logs at most): moved out of the
+    # garbage collector's sight, a full collection (which pauses every client) no longer scans them each time.
+    gc.freeze()
     bound = await _listen("--host/--port", config.host, config.port, broker.start())
     admin = None
     try:
