@@ -18,8 +18,11 @@ _SIZE = struct.Struct(">i")
 
 
 class RawClient:
-    def __init__(self, host: str, port: int, client_id: str = "fetchtool-raw", timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, client_id: str = "fetchtool-raw", timeout: float = 10.0,
+                 source_address: str | None = None) -> None:
+        """`source_address`: the local address to connect from (e.g. 127.0.0.2, to be another client address)."""
+        source = (source_address, 0) if source_address is not None else None
+        self.sock = socket.create_connection((host, port), timeout=timeout, source_address=source)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self._correlation = 0
