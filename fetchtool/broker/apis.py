@@ -275,6 +275,7 @@ def offset_fetch(state: BrokerState, request: typing.Any) -> typing.Any:
 
 def _committed_offsets(state: BrokerState, m, group: str, requested, topic_cls: type, partition_cls: type) -> tuple:
     """The committed offsets of ``requested`` topics (None: every topic the group committed), v10 by topic id."""
+    wanted: list[tuple[str | None, typing.Any, list[int]]]
     if requested is None:
         names = sorted({name for (g, name, _) in state.committed if g == group})
         wanted = [(n, None, sorted(p for (g, nn, p) in state.committed if g == group and nn == n)) for n in names]
@@ -285,7 +286,8 @@ def _committed_offsets(state: BrokerState, m, group: str, requested, topic_cls: 
     for name, topic_id, indexes in wanted:
         parts = []
         for index in indexes:
-            offset, meta = state.committed.get((group, name, index), (-1, ""))
+            found = state.committed.get((group, name, index)) if name is not None else None
+            offset, meta = found or (-1, "")
             parts.append(make(partition_cls, partition_index=index, committed_offset=offset,
                               committed_leader_epoch=-1, metadata=meta or "", error_code=NONE))
         if topic_id is None:

@@ -212,7 +212,7 @@ class FetchService:
                 yield
             log = self.state.topics.partition(tip.topic, tip.partition)
             code = UNKNOWN_TOPIC_OR_PARTITION if log is None else _read_refused(data, pending.replica_id)
-            if not code:
+            if log is not None and not code:
                 rr = log.read(data.fetch_offset, min(data.max_bytes, limit), min_one_message, hard_limit)
                 code = rr.error_code
             if code:
@@ -255,7 +255,7 @@ class FetchService:
         repeats kept; HW, LSO and log start -1); v13+ none. Seen so on Kafka 4.3.1."""
         body = request.body
         m = response_module(body)
-        topics = ()
+        topics: tuple = ()
         if request.api_version < 13:
             topics = tuple(
                 make(m.FetchableTopicResponse, topic=t.topic, partitions=tuple(
@@ -418,7 +418,7 @@ def _fetch_data(body, version: int, topic_names) -> Steps[dict[TopicIdPartition,
 
 
 def _to_forget(body, version: int, topic_names) -> list[TopicIdPartition]:
-    out = []
+    out: list[TopicIdPartition] = []
     for topic in getattr(body, "forgotten_topics_data", ()) or ():
         if version >= 13:
             topic_id = topic.topic_id or ZERO_UUID

@@ -180,7 +180,7 @@ def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, 
 def zero_entity(entity_type: type, error_code: int = 0) -> typing.Any:
     """An instance of a kio entity with every field without a default at its zero value (nested recursively)."""
     hints = typing.get_type_hints(entity_type)
-    values = {}
+    values: dict[str, typing.Any] = {}
     for f in dataclasses.fields(entity_type):
         if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
             continue
@@ -202,7 +202,7 @@ def zero_entity(entity_type: type, error_code: int = 0) -> typing.Any:
             values[f.name] = False
         elif kafka_type == "uuid":
             values[f.name] = uuid.UUID(int=0)
-        elif dataclasses.is_dataclass(hint):
+        elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
             values[f.name] = zero_entity(hint, error_code)
         else:
             values[f.name] = None

@@ -214,9 +214,9 @@ class IncrementalFetchContext(FetchContext):
             return FetchOutcome(errors.INVALID_FETCH_SESSION_EPOCH, session.id, 0, _EMPTY)
         pmap = session.partition_map
         get = pmap.get
-        selected = []
+        selected: list[tuple[TopicIdPartition, PartitionResult]] = []
         append = selected.append
-        moved = []
+        moved: list[tuple[TopicIdPartition, CachedPartition]] = []
         # This loop visits every partition of the session on every incremental fetch, as Kafka's
         # PartitionIterator does, so it is kept tight: a result object identical to the last one applied to a
         # partition that was not selected then cannot be selected now (results are immutable).
