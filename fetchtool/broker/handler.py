@@ -143,8 +143,9 @@ class BrokerCore:
 
     def _internal_error(self, request: wire.Request, exc: Exception) -> Close:
         self.count("internal_error")
+        detail = " ".join(str(exc).split())  # one log line, whatever the exception says
         return Close(f"internal error answering api key {request.api_key} v{request.api_version} "
-                     f"({type(exc).__name__}: {exc})", internal=True)
+                     f"({type(exc).__name__}: {detail})", internal=True)
 
     def _unsupported(self, exc: wire.UnsupportedVersion, client: str) -> Action:
         """Kafka closes the connection of a request in a version it does not serve, except ApiVersions (KIP-511),

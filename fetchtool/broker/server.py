@@ -187,7 +187,10 @@ class Broker:
 
     @property
     def counters(self) -> dict[str, int]:
-        return dict(self.core.counters)
+        counters = dict(self.core.counters)
+        if self.core.state.duplicates:  # idempotent retries acknowledged without a second append
+            counters["duplicate_batches"] = self.core.state.duplicates
+        return counters
 
     def create_topic(self, name: str, partitions: int):
         return self.core.state.create_topic(name, partitions)

@@ -10,6 +10,14 @@ evicted and errors on stderr, stops on SIGINT/SIGTERM. Clients are sent
 (Metadata, FindCoordinator) to --advertised-host: by default --host, or
 127.0.0.1 when --host is 0.0.0.0; clients on other machines need it set.
 
+Limits, as Kafka's: --max-connections in all and --max-connections-per-ip
+from one address (default half the slots, so no single address can take
+them all), --idle-timeout-ms (connections.max.idle.ms), and a request frame
+must be complete within --partial-frame-timeout-ms of its first byte (a
+slowloris is closed then). A huge request (a Fetch of 100,000s of
+partitions) is handled in slices: other clients are answered meanwhile.
+Idempotent producers' retried batches are acknowledged, not appended twice.
+
 Fault injection from another process: SIGUSR1 drops every fetch session
 (as a broker restart; clients then get FETCH_SESSION_ID_NOT_FOUND).
 With --admin-port, a line protocol on 127.0.0.1 takes one command per line
