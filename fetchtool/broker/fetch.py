@@ -34,6 +34,7 @@ from fetchtool.sessions import (
     FetchManager,
     FetchMetadata,
     FetchSessionCache,
+    FullFetchContext,
     PartitionData,
     PartitionResult,
     TopicIdPartition,
@@ -243,6 +244,8 @@ class FetchService:
         # see _unnamed_zero_id_not_last): a consumer's failure changes nothing more, a follower's session exists.
         if not follower and _unnamed_zero_id_not_last(context.response_size_partitions(results)):
             return self._unknown_server_error(pending.request, pending.client, context)
+        if isinstance(context, FullFetchContext) and len(results) > SLICE:
+            yield from context.prepare(results, SLICE)   # the new session's partitions, in slices
         outcome = context.update_and_generate_response(now_ms, results)
         if follower and _unnamed_zero_id_not_last([tip for tip, _ in outcome.partitions]):
             return self._unknown_server_error(pending.request, pending.client, context)

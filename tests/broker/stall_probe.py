@@ -4,7 +4,8 @@ the heavy fetch took, how many fetches the other client made meanwhile).
 
 Used by test_heavy_requests.py and runnable as a benchmark against `fetchtool broker` on its own:
 
-    python tests/broker/stall_probe.py [PARTITIONS]      # prints the figures
+    python tests/broker/stall_probe.py [PARTITIONS] [--full]   # prints the figures
+    (--full: the heavy fetch creates a session, epoch 0, instead of a sessionless one)
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ def topics_for(partitions: int) -> dict[str, int]:
     return {f"wide{k}": TOPIC_PARTITIONS for k in range(count)}
 
 
-def heavy_fetch_frame(partitions: int, version: int = 12) -> bytes:
-    """A sessionless Fetch of `partitions` partitions of the topics_for() topics, as one frame."""
+def heavy_fetch_frame(partitions: int, version: int = 12, epoch: int = -1) -> bytes:
+    """A sessionless (epoch -1) or session-creating (epoch 0) Fetch of `partitions` partitions of the topics_for()
+    topics, as one frame."""
     m = importlib.import_module(f"kio.schema.fetch.v{version}.request")
     topics = []
     for name, count in topics_for(partitions).items():
@@ -40,7 +42,7 @@ def heavy_fetch_frame(partitions: int, version: int = 12) -> bytes:
                                        log_start_offset=-1, partition_max_bytes=1024) for i in range(n))
         topics.append(m.FetchTopic(topic=name, partitions=parts))
     request = m.FetchRequest(replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=0x7FFFFFFF,
-                             isolation_level=0, session_id=0, session_epoch=-1, topics=tuple(topics),
+                             isolation_level=0, session_id=0, session_epoch=epoch, topics=tuple(topics),
                              forgotten_topics_data=(), rack_id="")
     return wire.encode_request(1, 1, request, "heavy")
 
@@ -91,7 +93,9 @@ def measure(port: int, frame: bytes, host: str = "127.0.0.1") -> tuple[float, fl
 
 
 def main() -> None:
-    partitions = int(sys.argv[1]) if len(sys.argv) > 1 else 250_000
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    partitions = int(args[0]) if args else 250_000
+    epoch = 0 if "--full" in sys.argv else -1
     command = [sys.executable, "-m", "fetchtool", "broker", "--port", "0", "--auto-create-partitions", "0"]
     for name, count in topics_for(partitions).items():
         command += ["--topic", f"{name}:{count}"]
@@ -103,9 +107,9 @@ def main() -> None:
         found = re.search(r":(\d+)$", line.strip())
         if not found:
             raise SystemExit(f"broker did not start: {line!r}")
-        frame = heavy_fetch_frame(partitions)
+        frame = heavy_fetch_frame(partitions, epoch=epoch)
         worst, took, count = measure(int(found.group(1)), frame)
-        print(f"partitions={partitions} heavy_fetch_s={took:.2f} other_client_worst_latency_ms={worst * 1000:.1f} "
+        print(f"partitions={partitions} epoch={epoch} heavy_fetch_s={took:.2f} other_client_worst_latency_ms={worst * 1000:.1f} "
               f"other_client_fetches={count}")
     finally:
         broker.terminate()
