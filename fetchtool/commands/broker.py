@@ -151,7 +151,8 @@ def main(
                           cache_shards=cache_shards, eviction_ms=eviction_ms,
                           auto_create_partitions=auto_create_partitions, max_frame_bytes=max_frame_bytes,
                           idle_timeout_ms=idle_timeout_ms, partial_frame_timeout_ms=partial_frame_timeout_ms,
-                          max_connections=max_connections, max_connections_per_ip=max_connections_per_ip)
+                          max_connections_per_ip=max_connections_per_ip,
+                          max_connections=max_connections)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
     if not verbose:  # routine connection lines only; a client closed for breaking the protocol is a WARNING
         logging.getLogger("fetchtool.broker").addFilter(
