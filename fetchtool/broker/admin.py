@@ -48,7 +48,7 @@ def execute(broker: Broker, line: str) -> dict:
     return {"error": f"unknown command {line.strip()!r}"}
 
 
-async def serve_admin(broker: Broker, host: str, port: int) -> asyncio.AbstractServer:
+async def serve_admin(broker: Broker, host: str, port: int) -> asyncio.Server:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while line := await reader.readline():

@@ -15,7 +15,7 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-from fetchtool.broker.logs import InvalidRecords
+from fetchtool.broker.logs import InvalidRecords, ProducerStateError
 from fetchtool.broker.state import BrokerState
 
 # api key -> (min, max) versions served: Kafka 4.3.1's ranges (ApiVersions v3 against the real broker) for every
@@ -151,11 +151,21 @@ def produce(state: BrokerState, request: typing.Any) -> typing.Any:
                 code = missing
             else:
                 try:
-                    base = log.append(bytes(p.records or b""))
-                    state.appended += 1
+                    appended = log.append_produced(bytes(p.records or b""))
+                    base = appended.base_offset
+                    if appended.duplicate is None:
+                        state.appended += 1
+                    else:
+                        state.duplicates += 1
+                        state.log.info("produce to %s-%d: a retried batch (sequence %d-%d) already at offset %d, "
+                                       "acknowledged without appending it again", name, p.index,
+                                       appended.duplicate.first_seq, appended.duplicate.last_seq, base)
                 except InvalidRecords as exc:
                     code = CORRUPT_MESSAGE
-                    state.log.info("produce to %s-%d refused: %s", t.name, p.index, exc)
+                    state.log.info("produce to %s-%d refused: %s", name, p.index, exc)
+                except ProducerStateError as exc:
+                    code = exc.error_code
+                    state.log.info("produce to %s-%d refused: %s", name, p.index, exc)
             partitions.append(
                 make(m.PartitionProduceResponse, index=p.index, error_code=code, base_offset=base,
                      log_start_offset=log.log_start_offset if log else -1, record_errors=(), error_message=None)
@@ -265,6 +275,7 @@ def offset_fetch(state: BrokerState, request: typing.Any) -> typing.Any:
 
 def _committed_offsets(state: BrokerState, m, group: str, requested, topic_cls: type, partition_cls: type) -> tuple:
     """The committed offsets of ``requested`` topics (None: every topic the group committed), v10 by topic id."""
+    wanted: list[tuple[str | None, typing.Any, list[int]]]
     if requested is None:
         names = sorted({name for (g, name, _) in state.committed if g == group})
         wanted = [(n, None, sorted(p for (g, nn, p) in state.committed if g == group and nn == n)) for n in names]
@@ -275,7 +286,8 @@ def _committed_offsets(state: BrokerState, m, group: str, requested, topic_cls: 
     for name, topic_id, indexes in wanted:
         parts = []
         for index in indexes:
-            offset, meta = state.committed.get((group, name, index), (-1, ""))
+            found = state.committed.get((group, name, index)) if name is not None else None
+            offset, meta = found or (-1, "")
             parts.append(make(partition_cls, partition_index=index, committed_offset=offset,
                               committed_leader_epoch=-1, metadata=meta or "", error_code=NONE))
         if topic_id is None:

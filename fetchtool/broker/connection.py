@@ -2,7 +2,15 @@
 
 Like Kafka's SocketServer, a connection is muted while its request is being handled (including a delayed
 fetch), so responses leave in request order. A bad frame closes only this connection; replies already
-queued before it are flushed first.
+queued before it are flushed first. So does a bug in a handler (logged once, as an ERROR line).
+
+Time limits: a connection with nothing in flight is closed after idle_timeout_ms (Kafka's
+connections.max.idle.ms); a frame must be complete within partial_frame_timeout_ms of its first byte, however
+slowly its bytes trickle in (Kafka has no such bound: a peer sending a byte every few seconds holds its
+connection until the idle timeout), so a slowloris holds a slot for at most that long.
+
+Heavy requests run in steps (handler.handle_frame_steps): between slices the loop serves other connections, and
+decoding/encoding a large frame runs on the broker's worker thread.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ import logging
 import struct
 import typing
 
-from fetchtool.broker.handler import Close, NoReply, Reply, Wait
+from fetchtool.broker.handler import ActionSteps, Close, NoReply, Reply, Wait
 
 if typing.TYPE_CHECKING:
     from fetchtool.broker.server import Broker
@@ -23,6 +31,10 @@ _READ_CHUNK = 256 * 1024
 
 class FrameError(Exception):
     pass
+
+
+class InternalError(Exception):
+    """A handler failed (a broker bug); the message is the one log line."""
 
 
 class FrameBuffer:
@@ -38,6 +50,13 @@ class FrameBuffer:
     @property
     def partial(self) -> bool:
         return bool(self._buf)
+
+    def progress(self) -> str:
+        """How much of the frame in progress has arrived, for the log."""
+        if len(self._buf) < 4:
+            return f"{len(self._buf)} of 4 size bytes received"
+        (size,) = _SIZE.unpack_from(self._buf, 0)
+        return f"{len(self._buf) - 4} of {size} bytes received"
 
     def frames(self) -> typing.Iterator[bytes]:
         while len(self._buf) >= 4:
@@ -59,6 +78,7 @@ class Connection:
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername") or ("?", 0)
+        self.ip = str(peer[0])
         self.client = f"{peer[0]}:{peer[1]}"
         self.frames = FrameBuffer(broker.config.max_frame_bytes)
         self.task: asyncio.Task | None = None
@@ -74,16 +94,22 @@ class Connection:
             self.broker.core.count("bad_frame")
             reason, level = str(exc), logging.WARNING
         except asyncio.TimeoutError:
-            self.broker.core.count("timeout")
+            config = self.broker.config
             if self.frames.partial:
-                reason, level = "stalled mid-frame, timed out", logging.WARNING
+                self.broker.core.count("incomplete_frame_timeout")
+                reason = (f"request not completed within {config.partial_frame_timeout_ms} ms of its first byte "
+                          f"({self.frames.progress()})")
+                level = logging.WARNING
             else:
-                reason = "idle, timed out"
+                self.broker.core.count("idle_timeout")
+                reason = f"idle for {config.idle_timeout_ms} ms (connections.max.idle.ms)"
         except (ConnectionError, OSError) as exc:
             reason = f"connection error: {exc.__class__.__name__}"
         except asyncio.CancelledError:
             reason = "dropped by broker"
             raise
+        except InternalError as exc:  # counted by the core
+            reason, level = str(exc), logging.ERROR
         except Exception as exc:  # a broker bug: keep serving everyone else, say what happened in one line
             self.broker.core.count("internal_error")
             reason, level = f"internal error {exc.__class__.__name__}: {exc}", logging.ERROR
@@ -95,24 +121,36 @@ class Connection:
     async def _loop(self) -> tuple[str, bool]:
         """Serve frames until the connection ends: (why, whether the client broke the protocol)."""
         core, config = self.broker.core, self.broker.config
+        loop = asyncio.get_running_loop()
+        frame_deadline: float | None = None  # loop time by which the frame in progress must be complete
         while True:
-            timeout_ms = config.partial_frame_timeout_ms if self.frames.partial else config.idle_timeout_ms
-            data = await asyncio.wait_for(self.reader.read(_READ_CHUNK), timeout_ms / 1000)
+            if not self.frames.partial:
+                frame_deadline = None
+                timeout = config.idle_timeout_ms / 1000
+            else:
+                if frame_deadline is None:
+                    frame_deadline = loop.time() + config.partial_frame_timeout_ms / 1000
+                timeout = max(frame_deadline - loop.time(), 0)
+            data = await asyncio.wait_for(self.reader.read(_READ_CHUNK), timeout)
             if not data:
                 return "closed by client", False
             self.frames.feed(data)
             try:
                 for frame in self.frames.frames():
+                    frame_deadline = None  # the next frame's clock starts now
                     appended = core.state.appended
-                    action = core.handle_frame(frame, self.client, self.broker.now_ms())
+                    action = await self._run(core.handle_frame_steps(frame, self.client, self.broker.now_ms()))
                     if core.state.appended != appended:
                         self.broker.notify_appended()
                     if isinstance(action, Wait):
                         await self.writer.drain()
-                        action = await self.broker.wait_for_fetch(action.pending)
+                        await self.broker.wait_for_fetch(action.pending)
+                        action = await self._run(core.complete_fetch_steps(action.pending, self.broker.now_ms()))
                     if isinstance(action, Reply):
                         self.writer.write(action.frame)
                     elif isinstance(action, Close):
+                        if action.internal:
+                            raise InternalError(action.reason)
                         return action.reason, True
                     else:
                         assert isinstance(action, NoReply)
@@ -120,6 +158,34 @@ class Connection:
                 # Replies to the frames before a bad one are not lost.
                 if not self.writer.is_closing():
                     await self.writer.drain()
+
+    async def _run(self, steps: ActionSteps) -> typing.Any:
+        """Drive a stepped request: other connections run between its slices; Offload work goes to the worker
+        thread (its exception is raised inside the steps, where the request's error handling is)."""
+        loop = asyncio.get_running_loop()
+        value: typing.Any = None
+        error: BaseException | None = None
+        heavy = False  # a request that yields at all is a heavy one
+        try:
+            while True:
+                try:
+                    step = steps.throw(error) if error is not None else steps.send(value)
+                except StopIteration as done:
+                    return done.value
+                if not heavy:
+                    heavy = True
+                    self.broker.gc_hold.enter()
+                value, error = None, None
+                if step is None:
+                    await asyncio.sleep(0)
+                    continue
+                try:
+                    value = await loop.run_in_executor(self.broker.worker, step.work)
+                except Exception as exc:
+                    error = exc
+        finally:
+            if heavy:
+                self.broker.gc_hold.leave()
 
     async def _close(self) -> None:
         self.broker.connections.pop(self.client, None)

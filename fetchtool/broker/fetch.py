@@ -9,6 +9,11 @@ ReplicaManager.fetchMessages/readFromLog do around them:
   4. answer at once, or park as a delayed fetch (MaxWaitMs / MinBytes) that the server completes later,
   5. update_and_generate_response, and encode exactly the partitions the outcome lists.
 Sans-IO: time comes in as now_ms; the server owns the waiting.
+
+Steps: a Fetch of hundreds of thousands of partitions takes seconds of CPU. `begin_steps` and `complete_steps` are
+generators that yield between slices of SLICE partitions, so the server can answer other clients in between (each
+session-engine call stays whole: a context is built and answered atomically, as under Kafka's session lock);
+`begin` and `complete` run them to the end for sans-IO callers.
 """
 
 from __future__ import annotations
@@ -29,11 +34,14 @@ from fetchtool.sessions import (
     FetchManager,
     FetchMetadata,
     FetchSessionCache,
+    FullFetchContext,
     PartitionData,
     PartitionResult,
     TopicIdPartition,
 )
 from fetchtool.sessions.errors import error_name
+
+T = typing.TypeVar("T")
 
 NOT_LEADER_OR_FOLLOWER = 6
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -41,6 +49,18 @@ FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 UNKNOWN_TOPIC_ID = 100
 LEADER_EPOCH = 0  # every partition's leader epoch: one broker, never re-elected (Metadata says the same)
+SLICE = 1024  # partitions handled between two yields of a stepped fetch (a few ms of CPU)
+
+Steps = typing.Generator[None, None, T]
+
+
+def run_steps(steps: Steps[T]) -> T:
+    """Run a stepped computation to its end, without yielding to anyone."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return typing.cast(T, done.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +97,16 @@ class PendingFetch:
     incomplete: set = dataclasses.field(default_factory=set)  # partitions whose first batch did not fit
 
 
+@dataclass(slots=True)
+class Reads:
+    """What readFromLog returned: each read partition's result and records (an error: b""), in read order."""
+
+    results: dict[TopicIdPartition, PartitionResult] = dataclasses.field(default_factory=dict)
+    records: dict[TopicIdPartition, bytes] = dataclasses.field(default_factory=dict)
+    total: int = 0
+    any_error: bool = False
+
+
 class FetchService:
     """The broker's fetch path: owns the session cache and the FetchManager."""
 
@@ -100,9 +130,14 @@ class FetchService:
     # -- 1-4: request to context, first read -------------------------------------------------------------
     def begin(self, request: Request, client: str, now_ms: int) -> tuple[typing.Any, PendingFetch | None]:
         """(response, None) when the answer is immediate, else (None, pending) for the server to wait on."""
+        return run_steps(self.begin_steps(request, client, now_ms))
+
+    def begin_steps(self, request: Request, client: str, now_ms: int
+                    ) -> Steps[tuple[typing.Any, PendingFetch | None]]:
+        """`begin`, yielding between slices of partitions."""
         body, version = request.body, request.api_version
         topic_names = self.state.topics.names_by_id() if version >= 13 else {}
-        fetch_data = _fetch_data(body, version, topic_names)
+        fetch_data = yield from _fetch_data(body, version, topic_names)
         to_forget = _to_forget(body, version, topic_names)
         metadata = FetchMetadata(int(getattr(body, "session_id", 0)), int(getattr(body, "session_epoch", -1)))
         context = self.manager.new_context(now_ms, version, metadata, _is_follower(body, version), fetch_data,
@@ -111,18 +146,20 @@ class FetchService:
             if context.error_code == UNKNOWN_SERVER_ERROR:   # newContext threw (an id beyond the shards)
                 return self._unknown_server_error(request, client, context), None
             outcome = context.update_and_generate_response(now_ms, {})
-            return self._respond(request, client, context, outcome, {}), None
+            response = yield from self._respond(request, client, context, outcome, {})
+            return response, None
 
-        readable, erroneous = self._classify(context.partitions(), version, _is_follower(body, version))
+        readable, erroneous = yield from self._classify(context.partitions(), version, _is_follower(body, version))
         max_bytes = min(int(getattr(body, "max_bytes", 0x7FFFFFFF)), self.state.config.fetch_max_bytes)
         min_bytes = min(int(body.min_bytes), max_bytes)
         max_wait = int(body.max_wait.total_seconds() * 1000)
         pending = PendingFetch(request, client, context, readable, erroneous, max_bytes, min_bytes,
                                now_ms + max_wait, now_ms, _replica_id(body, version))
-        reads, total, any_error = self._read(pending)
+        reads = yield from self._read(pending)
         # ReplicaManager.fetchMessages answers at once in these cases; otherwise DelayedFetch.
-        if max_wait <= 0 or not readable or total >= min_bytes or any_error:
-            return self._complete(pending, now_ms, reads), None
+        if max_wait <= 0 or not readable or reads.total >= min_bytes or reads.any_error:
+            response = yield from self._complete(pending, now_ms, reads)
+            return response, None
         return None, pending
 
     # -- delayed fetch --------------------------------------------------------------------------------------
@@ -138,16 +175,23 @@ class FetchService:
 
     def complete(self, pending: PendingFetch, now_ms: int) -> typing.Any:
         """Re-read (as DelayedFetch.onComplete does) and build the response."""
-        reads, _, _ = self._read(pending)
-        return self._complete(pending, now_ms, reads)
+        return run_steps(self.complete_steps(pending, now_ms))
+
+    def complete_steps(self, pending: PendingFetch, now_ms: int) -> Steps[typing.Any]:
+        reads = yield from self._read(pending)
+        return (yield from self._complete(pending, now_ms, reads))
 
     # -- internals ------------------------------------------------------------------------------------------
-    def _classify(self, partitions, version, follower: bool):
+    def _classify(self, partitions, version, follower: bool) -> Steps[tuple[list, list]]:
         """KafkaApis.handleFetchRequest's split into readable and erroneous partitions, in its order: a follower's
         in one pass; a consumer's unknown topic ids first, then (after the READ check on the rest) unknown
         topics and partitions."""
-        readable, unknown_ids, unknown = [], [], []
-        for tip, data in partitions:
+        readable: list = []
+        unknown_ids: list = []
+        unknown: list = []
+        for i, (tip, data) in enumerate(partitions):
+            if i % SLICE == SLICE - 1:
+                yield
             if version >= 13 and tip.topic is None:
                 unknown_ids.append((tip, _error_result(UNKNOWN_TOPIC_ID)))
             elif self.state.topics.partition(tip.topic, tip.partition) is None:
@@ -156,25 +200,25 @@ class FetchService:
                 readable.append((tip, data))
         return readable, unknown_ids + unknown
 
-    def _read(self, pending: PendingFetch):
+    def _read(self, pending: PendingFetch) -> Steps[Reads]:
         """ReplicaManager.readFromLog: KIP-74 limits in context order."""
         hard_limit = pending.request.api_version <= 2
         min_one_message = not hard_limit
         limit = pending.max_bytes
-        reads: dict[TopicIdPartition, tuple[PartitionResult, bytes]] = {}
-        total, any_error = 0, False
+        reads = Reads()
+        results, records = reads.results, reads.records
         pending.incomplete.clear()   # a delayed fetch reads again when it completes
-        for tip, data in pending.readable:
+        for i, (tip, data) in enumerate(pending.readable):
+            if i % SLICE == SLICE - 1:
+                yield
             log = self.state.topics.partition(tip.topic, tip.partition)
             code = UNKNOWN_TOPIC_OR_PARTITION if log is None else _read_refused(data, pending.replica_id)
+            if log is not None and not code:
+                rr = log.read(data.fetch_offset, min(data.max_bytes, limit), min_one_message, hard_limit)
+                code = rr.error_code
             if code:
-                reads[tip] = (_error_result(code), b"")
-                any_error = True
-                continue
-            rr = log.read(data.fetch_offset, min(data.max_bytes, limit), min_one_message, hard_limit)
-            if rr.error_code:
-                reads[tip] = (_error_result(rr.error_code), b"")
-                any_error = True
+                results[tip], records[tip] = _error_result(code), b""
+                reads.any_error = True
                 continue
             if rr.first_entry_incomplete:
                 pending.incomplete.add(tip)
@@ -182,28 +226,31 @@ class FetchService:
             if size > 0:
                 min_one_message = False
             limit = max(0, limit - size)
-            total += size
-            reads[tip] = (
-                PartitionResult(error_code=0, high_watermark=rr.high_watermark, last_stable_offset=rr.high_watermark,
-                                log_start_offset=rr.log_start_offset, records_size=size),
-                rr.records,
-            )
-        return reads, total, any_error
+            reads.total += size
+            results[tip] = PartitionResult(error_code=0, high_watermark=rr.high_watermark,
+                                           last_stable_offset=rr.high_watermark,
+                                           log_start_offset=rr.log_start_offset, records_size=size)
+            records[tip] = rr.records
+        return reads
 
-    def _complete(self, pending: PendingFetch, now_ms: int, reads) -> typing.Any:
-        results = {tip: result for tip, (result, _) in reads.items()}
-        for tip, result in pending.erroneous:  # KafkaApis appends erroneous partitions after the read ones
+    def _complete(self, pending: PendingFetch, now_ms: int, reads: Reads) -> Steps[typing.Any]:
+        results = reads.results
+        for i, (tip, result) in enumerate(pending.erroneous):  # KafkaApis appends them after the read ones
+            if i % SLICE == SLICE - 1:
+                yield
             results[tip] = result
         context, follower = pending.context, pending.replica_id >= 0
         # KafkaApis sizes a consumer's response before updating the context, a follower's after (Kafka 4.3.1 NPE,
         # see _unnamed_zero_id_not_last): a consumer's failure changes nothing more, a follower's session exists.
         if not follower and _unnamed_zero_id_not_last(context.response_size_partitions(results)):
             return self._unknown_server_error(pending.request, pending.client, context)
+        if isinstance(context, FullFetchContext) and len(results) > SLICE:
+            yield from context.prepare(results, SLICE)   # the new session's partitions, in slices
         outcome = context.update_and_generate_response(now_ms, results)
         if follower and _unnamed_zero_id_not_last([tip for tip, _ in outcome.partitions]):
             return self._unknown_server_error(pending.request, pending.client, context)
-        records = {tip: data for tip, (_, data) in reads.items()}
-        return self._respond(pending.request, pending.client, context, outcome, records, pending.incomplete)
+        return (yield from self._respond(pending.request, pending.client, context, outcome, reads.records,
+                                         pending.incomplete))
 
     def _unknown_server_error(self, request: Request, client: str, context) -> typing.Any:
         """FetchRequest.getErrorResponse, KafkaApis' answer to an exception: UNKNOWN_SERVER_ERROR, the request's
@@ -211,7 +258,7 @@ class FetchService:
         repeats kept; HW, LSO and log start -1); v13+ none. Seen so on Kafka 4.3.1."""
         body = request.body
         m = response_module(body)
-        topics = ()
+        topics: tuple = ()
         if request.api_version < 13:
             topics = tuple(
                 make(m.FetchableTopicResponse, topic=t.topic, partitions=tuple(
@@ -227,7 +274,7 @@ class FetchService:
                     session_id=session_id, responses=topics, node_endpoints=())
 
     def _respond(self, request: Request, client: str, context, outcome, records, incomplete=frozenset()
-                 ) -> typing.Any:
+                 ) -> Steps[typing.Any]:
         body = request.body
         m = response_module(body)
         # FetchIsolation.of: READ_COMMITTED only for consumers; replicas (>= 0) and the future replica (-3) read
@@ -237,7 +284,9 @@ class FetchService:
         leader = getattr(m, "LeaderIdAndEpoch", None) if request.api_version >= 16 else None
         topics: list[tuple[TopicIdPartition, list]] = []
         records_bytes = 0
-        for tip, result in outcome.partitions:
+        for i, (tip, result) in enumerate(outcome.partitions):
+            if i % SLICE == SLICE - 1:
+                yield
             data = records.get(tip, b"")
             records_bytes += len(data)
             part = make(m.PartitionData, partition_index=tip.partition, error_code=result.error_code,
@@ -346,9 +395,10 @@ def _is_follower(body, version: int) -> bool:
     return _replica_id(body, version) >= 0
 
 
-def _fetch_data(body, version: int, topic_names) -> dict[TopicIdPartition, PartitionData]:
+def _fetch_data(body, version: int, topic_names) -> Steps[dict[TopicIdPartition, PartitionData]]:
     """FetchRequest.fetchData: request order; v13+ names from the broker's id map (None when unknown)."""
     out: dict[TopicIdPartition, PartitionData] = {}
+    done = 0
     for topic in body.topics:
         if version >= 13:
             topic_id = topic.topic_id or ZERO_UUID   # kio reads the all-zero id as None
@@ -356,6 +406,9 @@ def _fetch_data(body, version: int, topic_names) -> dict[TopicIdPartition, Parti
         else:
             topic_id, name = ZERO_UUID, topic.topic
         for p in topic.partitions:
+            done += 1
+            if done % SLICE == 0:
+                yield
             out[TopicIdPartition(topic_id, name, int(p.partition))] = PartitionData(
                 fetch_offset=int(p.fetch_offset),
                 log_start_offset=int(getattr(p, "log_start_offset", -1)),
@@ -368,7 +421,7 @@ def _fetch_data(body, version: int, topic_names) -> dict[TopicIdPartition, Parti
 
 
 def _to_forget(body, version: int, topic_names) -> list[TopicIdPartition]:
-    out = []
+    out: list[TopicIdPartition] = []
     for topic in getattr(body, "forgotten_topics_data", ()) or ():
         if version >= 13:
             topic_id = topic.topic_id or ZERO_UUID

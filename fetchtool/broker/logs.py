@@ -3,11 +3,18 @@
 One broker, one replica: the high watermark is the log end offset. Batches are stored as sent by the
 producer with only baseOffset rewritten (it lies outside the batch CRC, as in Kafka's own log append).
 Only the 61-byte batch header is looked at, never the records inside.
+
+Idempotent producers (a batch with a producer id >= 0) are checked as Kafka's ProducerStateManager does, per
+partition: a batch repeating one of the producer's last five (same epoch, same first and last sequence) is a retry
+of a batch already in the log, acknowledged with that batch's offset and not appended again; a sequence that does
+not follow the last one is OUT_OF_ORDER_SEQUENCE_NUMBER; an epoch older than the producer's is
+INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
 
 import bisect
+import collections
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -22,12 +29,75 @@ _CRC = struct.Struct(">I")  # offset 17, CRC-32C of everything from attributes (
 _CRC_AT = 17
 _MAGIC_AT = 16
 _LAST_DELTA_AT = 23
+_PRODUCER = struct.Struct(">qhi")  # offset 43: producerId, producerEpoch, baseSequence
+_PRODUCER_AT = 43
 BATCH_OVERHEAD = 12  # baseOffset + batchLength
 MIN_BATCH_SIZE = 61
+NO_PRODUCER_EPOCH = -1
+MAX_INT = 2**31 - 1
+RETAINED_BATCHES = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN: a producer has at most 5 requests in flight
+
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
 
 
 class InvalidRecords(ValueError):
     """A produce record set the log refuses (Kafka: CORRUPT_MESSAGE / INVALID_RECORD)."""
+
+
+class ProducerStateError(ValueError):
+    """An idempotent batch Kafka refuses: `error_code` is OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_PRODUCER_EPOCH."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """What the log keeps of an idempotent producer's batch: its sequence range and where it went."""
+
+    first_seq: int
+    last_seq: int
+    first_offset: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    epoch: int
+    batches: collections.deque[BatchInfo] = field(
+        default_factory=lambda: collections.deque(maxlen=RETAINED_BATCHES))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchInfo | None:
+        if epoch != self.epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return batch
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    duplicate: BatchInfo | None = None  # the batch this one repeats (nothing appended), as Kafka's findDuplicateBatch
+
+
+def _producer_fields(records: bytes, start: int, count: int) -> tuple[int, int, int, int]:
+    """(producer id, epoch, first sequence, last sequence) of the batch at `start` holding `count` records."""
+    producer_id, epoch, first_seq = _PRODUCER.unpack_from(records, start + _PRODUCER_AT)
+    last_seq = first_seq + count - 1
+    if last_seq > MAX_INT:  # DefaultRecordBatch.incrementSequence wraps at Integer.MAX_VALUE
+        last_seq -= MAX_INT + 1
+    return producer_id, epoch, first_seq, last_seq
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == MAX_INT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +137,27 @@ def split_batches(records: bytes) -> list[tuple[int, int, int]]:
     return out
 
 
+def _copy(entry: ProducerEntry | None) -> ProducerEntry | None:
+    return None if entry is None else ProducerEntry(entry.epoch, collections.deque(entry.batches,
+                                                                                    maxlen=RETAINED_BATCHES))
+
+
+def _check(entry: ProducerEntry, current: ProducerEntry | None, producer_id: int, epoch: int, first_seq: int) -> None:
+    """ProducerAppendInfo.checkProducerEpoch and checkSequence (Kafka 4.3.1)."""
+    if epoch < entry.epoch:
+        raise ProducerStateError(INVALID_PRODUCER_EPOCH, f"producer {producer_id} epoch {epoch} is older than its "
+                                                         f"current epoch {entry.epoch}")
+    if epoch != entry.epoch:
+        if first_seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
+            raise ProducerStateError(OUT_OF_ORDER_SEQUENCE_NUMBER, f"producer {producer_id} new epoch {epoch} starts "
+                                                                   f"at sequence {first_seq}, not 0")
+        return
+    # A producer this partition has no state for may start at any sequence (its records may have been deleted).
+    if current is not None and current.epoch != NO_PRODUCER_EPOCH and not _in_sequence(entry.last_seq, first_seq):
+        raise ProducerStateError(OUT_OF_ORDER_SEQUENCE_NUMBER, f"producer {producer_id} epoch {epoch} sent sequence "
+                                                               f"{first_seq} after {entry.last_seq}")
+
+
 @dataclass(slots=True)
 class PartitionLog:
     data: bytearray = field(default_factory=bytearray)
@@ -74,6 +165,7 @@ class PartitionLog:
     bases: list[int] = field(default_factory=list)  # base offset of each batch
     log_start_offset: int = 0
     log_end_offset: int = 0
+    producers: dict[int, ProducerEntry] = field(default_factory=dict)  # producer id -> its state on this partition
 
     @property
     def high_watermark(self) -> int:
@@ -81,7 +173,30 @@ class PartitionLog:
 
     def append(self, records: bytes) -> int:
         """Append a produced record set; returns the base offset assigned to its first batch."""
+        return self.append_produced(records).base_offset
+
+    def append_produced(self, records: bytes) -> AppendResult:
+        """Append a produced record set, checking idempotent producers' sequences first (UnifiedLog
+        .analyzeAndValidateProducerState): raises InvalidRecords or ProducerStateError, nothing appended then."""
         batches = split_batches(records)
+        updates: dict[int, ProducerEntry] = {}
+        offset = self.log_end_offset
+        for start, _, count in batches:
+            producer_id, epoch, first_seq, last_seq = _producer_fields(records, start, count)
+            if producer_id >= 0:
+                current = self.producers.get(producer_id)
+                duplicate = current.find_duplicate(epoch, first_seq, last_seq) if current else None
+                if duplicate is not None:
+                    return AppendResult(duplicate.first_offset, duplicate)
+                entry = updates.get(producer_id) or _copy(current) or ProducerEntry(NO_PRODUCER_EPOCH)
+                _check(entry, current, producer_id, epoch, first_seq)
+                if epoch != entry.epoch:
+                    entry.epoch = epoch
+                    entry.batches.clear()
+                entry.batches.append(BatchInfo(first_seq, last_seq, offset))
+                updates[producer_id] = entry
+            offset += count
+        self.producers.update(updates)
         first = self.log_end_offset
         for start, size, count in batches:
             batch = bytearray(records[start : start + size])
@@ -90,7 +205,7 @@ class PartitionLog:
             self.bases.append(self.log_end_offset)
             self.data += batch
             self.log_end_offset += count
-        return first
+        return AppendResult(first)
 
     def bytes_available(self, fetch_offset: int) -> int:
         """Bytes from the batch holding fetch_offset to the log end (what a delayed fetch counts)."""

@@ -18,8 +18,11 @@ _SIZE = struct.Struct(">i")
 
 
 class RawClient:
-    def __init__(self, host: str, port: int, client_id: str = "fetchtool-raw", timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, client_id: str = "fetchtool-raw", timeout: float = 10.0,
+                 source_address: str | None = None) -> None:
+        """`source_address`: the local address to connect from (e.g. 127.0.0.2, to be another client address)."""
+        source = (source_address, 0) if source_address is not None else None
+        self.sock = socket.create_connection((host, port), timeout=timeout, source_address=source)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self._correlation = 0
@@ -78,12 +81,14 @@ def make_batch(values: typing.Sequence[bytes], key: bytes | None = None) -> byte
 
     from kio.records.schema import NewRecordBatch, Record
     from kio.records.writers import write_new_batch
+    from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = TZAwareMicros.parse(datetime.datetime.now(datetime.timezone.utc))
     records = tuple(
-        Record(attributes=0, timestamp=now, offset=i, key=key, value=v, headers=()) for i, v in enumerate(values)
+        Record(attributes=i8(0), timestamp=now, offset=i64(i), key=key, value=v, headers=())
+        for i, v in enumerate(values)
     )
     buf = io.BytesIO()
-    write_new_batch(buf, NewRecordBatch(producer_id=-1, producer_epoch=-1, base_sequence=-1, records=records,
-                                        attributes=0))
+    write_new_batch(buf, NewRecordBatch(producer_id=i64(-1), producer_epoch=i16(-1), base_sequence=i32(-1),
+                                        records=records, attributes=i16(0)))
     return buf.getvalue()

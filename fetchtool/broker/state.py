@@ -40,14 +40,27 @@ class BrokerConfig:
     auto_create_partitions: int = 1  # Kafka's auto.create.topics.enable + num.partitions; 0 disables
     fetch_max_bytes: int = 57_671_680  # Kafka's fetch.max.bytes default (55 MiB)
     max_frame_bytes: int = 104_857_600  # Kafka's socket.request.max.bytes default (100 MiB)
-    partial_frame_timeout_ms: int = 30_000  # a peer stalled in the middle of a frame is closed after this
-    idle_timeout_ms: int = 600_000  # Kafka's connections.max.idle.ms
-    max_connections: int = 1000
+    # A request frame must be complete this long after its first byte, or the connection is closed (a slowloris
+    # sending a byte every few seconds holds a slot this long at most). Kafka has no such bound; its
+    # request.timeout.ms default, 30 s, is what clients already allow a request.
+    partial_frame_timeout_ms: int = 30_000
+    idle_timeout_ms: int = 600_000  # Kafka's connections.max.idle.ms: nothing received or sent for this long
+    max_connections: int = 1000  # Kafka's max.connections
+    # Kafka's max.connections.per.ip (Kafka: unlimited). None: half of max_connections, so that one address can
+    # never take every slot.
+    max_connections_per_ip: int | None = None
     session_seed: int | None = None  # seeds session ids (replays); None: unpredictable, as Kafka's
     # Where session ids come from: any random.Random (its randrange draws each new id), e.g. a replay's
     # CapturedSessionIds so the broker hands out the captured ids. None: random.Random(session_seed).
     # It is kept across reset() (a simulated restart must not hand out the old ids again).
     session_id_source: random.Random | None = field(default=None, compare=False, repr=False)
+
+
+    @property
+    def per_ip_limit(self) -> int:
+        if self.max_connections_per_ip is not None:
+            return self.max_connections_per_ip
+        return max(1, self.max_connections // 2)
 
 
 @dataclass
@@ -59,6 +72,7 @@ class BrokerState:
     committed: dict[tuple[str, str, int], tuple[int, str | None]] = field(default_factory=dict)
     next_producer_id: int = 999
     appended: int = 0  # bumped on every successful append; delayed fetches watch it
+    duplicates: int = 0  # idempotent batches retried after they were appended: acknowledged, not appended again
 
     @property
     def host(self) -> str:

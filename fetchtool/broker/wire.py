@@ -20,6 +20,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
 from fetchtool.protocol import kio_guard
 
@@ -90,7 +91,58 @@ def decode_request(frame: bytes, supported: typing.Mapping[int, tuple[int, int]]
         raise MalformedFrame(
             f"api key {key} v{version}: {len(frame) - offset - size} trailing bytes after the body"
         )
+    null = null_where_forbidden(body)
+    if null is not None:
+        # Kafka's generated readers refuse this ("non-nullable field topics was serialized as null"): the request
+        # cannot be parsed, and SocketServer closes the connection without an answer (seen on Kafka 4.3.1).
+        raise MalformedFrame(f"api key {key} v{version}: non-nullable field {null} was serialized as null")
     return Request(key, version, int(header.correlation_id), header.client_id, body)
+
+
+# Per entity type: (field name, may be null, nested entity type or None, whether it is an array of them), for the
+# fields that can hold a null at all (strings, bytes, arrays, records, entities; kio reads the zero uuid as None,
+# so uuids are left out).
+_NullChecks = tuple[tuple[str, bool, typing.Any, bool], ...]
+_NULL_CHECKS: dict[type, _NullChecks] = {}
+_NEVER_NULL = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float64",
+                         "bool", "error_code", "timedelta_i32", "timedelta_i64", "datetime_i64", "uuid"})
+
+
+def _null_checks(entity_type: type) -> _NullChecks:
+    checks = _NULL_CHECKS.get(entity_type)
+    if checks is None:
+        _NULL_CHECKS[entity_type] = ()  # a cycle (none in kio's schemas) ends here
+        out = []
+        for f in dataclasses.fields(entity_type):
+            kind = classify_field(f)
+            nested = kind.type_ if isinstance(kind, (EntityField, EntityTupleField)) else None
+            if nested is None and f.metadata.get("kafka_type") in _NEVER_NULL:
+                continue
+            if nested is not None and not _null_checks(nested):
+                nested = None  # nothing inside can be null: its elements need no visit
+            if nested is None and is_optional(f):
+                continue
+            out.append((f.name, is_optional(f), nested, kind.is_array))
+        checks = _NULL_CHECKS[entity_type] = tuple(out)
+    return checks
+
+
+def null_where_forbidden(entity: typing.Any, path: str = "") -> str | None:
+    """The first field of a decoded request holding a null its schema does not allow (kio reads one without
+    complaint), as a dotted path; None when there is none."""
+    for name, nullable, nested, is_array in _null_checks(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            if not nullable:
+                return path + name
+            continue
+        if nested is None:
+            continue
+        for item in (value if is_array else (value,)):
+            found = null_where_forbidden(item, f"{path}{name}.")
+            if found is not None:
+                return found
+    return None
 
 
 def encode_response(correlation_id: int, response: typing.Any) -> bytes:
@@ -128,7 +180,7 @@ def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, 
 def zero_entity(entity_type: type, error_code: int = 0) -> typing.Any:
     """An instance of a kio entity with every field without a default at its zero value (nested recursively)."""
     hints = typing.get_type_hints(entity_type)
-    values = {}
+    values: dict[str, typing.Any] = {}
     for f in dataclasses.fields(entity_type):
         if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
             continue
@@ -150,7 +202,7 @@ def zero_entity(entity_type: type, error_code: int = 0) -> typing.Any:
             values[f.name] = False
         elif kafka_type == "uuid":
             values[f.name] = uuid.UUID(int=0)
-        elif dataclasses.is_dataclass(hint):
+        elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
             values[f.name] = zero_entity(hint, error_code)
         else:
             values[f.name] = None

@@ -10,6 +10,14 @@ evicted and errors on stderr, stops on SIGINT/SIGTERM. Clients are sent
 (Metadata, FindCoordinator) to --advertised-host: by default --host, or
 127.0.0.1 when --host is 0.0.0.0; clients on other machines need it set.
 
+Limits, as Kafka's: --max-connections in all and --max-connections-per-ip
+from one address (default half the slots, so no single address can take
+them all), --idle-timeout-ms (connections.max.idle.ms), and a request frame
+must be complete within --partial-frame-timeout-ms of its first byte (a
+slowloris is closed then). A huge request (a Fetch of 100,000s of
+partitions) is handled in slices: other clients are answered meanwhile.
+Idempotent producers' retried batches are acknowledged, not appended twice.
+
 Fault injection from another process: SIGUSR1 drops every fetch session
 (as a broker restart; clients then get FETCH_SESSION_ID_NOT_FOUND).
 With --admin-port, a line protocol on 127.0.0.1 takes one command per line
@@ -21,6 +29,7 @@ evict ID | drop-connections [IP:PORT] | history [N]
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -74,7 +83,7 @@ def _parse_topics(specs: list[str]) -> dict[str, int]:
 
 def _check_options(port: int, admin_port: int | None, cache_slots: int, cache_shards: int, eviction_ms: int,
                    auto_create_partitions: int, max_frame_bytes: int, idle_timeout_ms: int,
-                   partial_frame_timeout_ms: int, max_connections: int) -> None:
+                   partial_frame_timeout_ms: int, max_connections: int, max_connections_per_ip: int | None) -> None:
     """Every bad value is refused before anything listens (exit 2, one line)."""
     check_port(port, "--port", allow_zero=True)
     check_port(admin_port, "--admin-port", allow_zero=True)
@@ -90,6 +99,8 @@ def _check_options(port: int, admin_port: int | None, cache_slots: int, cache_sh
     check_positive(idle_timeout_ms, "--idle-timeout-ms")
     check_positive(partial_frame_timeout_ms, "--partial-frame-timeout-ms")
     check_positive(max_connections, "--max-connections", 1, strict=False)
+    if max_connections_per_ip is not None:
+        check_positive(max_connections_per_ip, "--max-connections-per-ip", 1, strict=False)
     warn_empty_shards(cache_slots, cache_shards)
 
 
@@ -119,22 +130,29 @@ def main(
     max_frame_bytes: int = typer.Option(104_857_600, "--max-frame-bytes",
                                         help="largest request frame accepted (socket.request.max.bytes); "
                                              f"at least {MIN_FRAME_BYTES}."),
-    idle_timeout_ms: int = typer.Option(600_000, "--idle-timeout-ms", help="close idle connections after this."),
+    idle_timeout_ms: int = typer.Option(600_000, "--idle-timeout-ms",
+                                        help="close a connection idle this long (connections.max.idle.ms)."),
     partial_frame_timeout_ms: int = typer.Option(30_000, "--partial-frame-timeout-ms",
-                                                 help="close a peer stalled in the middle of a frame after this."),
+                                                 help="close a connection whose request frame is not complete this "
+                                                      "long after its first byte (a slowloris holds a slot no "
+                                                      "longer)."),
     max_connections: int = typer.Option(1000, "--max-connections", help="refuse connections beyond this many."),
+    max_connections_per_ip: int = typer.Option(
+        None, "--max-connections-per-ip", help="refuse connections from an address that already has this many "
+                                               "(max.connections.per.ip); default: half of --max-connections."),
     admin_port: int = typer.Option(None, "--admin-port",
                                    help="serve the admin line protocol on 127.0.0.1:PORT (0 = free port)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="also log every connection."),
 ) -> None:
     _check_options(port, admin_port, cache_slots, cache_shards, eviction_ms, auto_create_partitions,
-                   max_frame_bytes, idle_timeout_ms, partial_frame_timeout_ms, max_connections)
+                   max_frame_bytes, idle_timeout_ms, partial_frame_timeout_ms, max_connections, max_connections_per_ip)
     advertised = _advertised_host(advertised_host)
     topics = _parse_topics(topic or [])
     config = BrokerConfig(host=host, port=port, advertised_host=advertised, cache_slots=cache_slots,
                           cache_shards=cache_shards, eviction_ms=eviction_ms,
                           auto_create_partitions=auto_create_partitions, max_frame_bytes=max_frame_bytes,
                           idle_timeout_ms=idle_timeout_ms, partial_frame_timeout_ms=partial_frame_timeout_ms,
+                          max_connections_per_ip=max_connections_per_ip,
                           max_connections=max_connections)
     logging.basicConfig(level=logging.INFO, handlers=[log_handler(sys.stderr, "%(asctime)s %(message)s")])
     if not verbose:  # routine connection lines only; a client closed for breaking the protocol is a WARNING
@@ -168,6 +186,9 @@ async def _listen(option: str, host: str, port: int, start: typing.Awaitable[T])
 
 async def _serve(config: BrokerConfig, topics: dict[str, int], admin_port: int | None) -> None:
     broker = Broker(config, topics=topics)
+    # The start-up topics live as long as the process (100,000s of partition logs at most): moved out of the
+    # garbage collector's sight, a full collection (which pauses every client) no longer scans them each time.
+    gc.freeze()
     bound = await _listen("--host/--port", config.host, config.port, broker.start())
     admin = None
     try:

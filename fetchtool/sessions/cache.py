@@ -14,12 +14,14 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterator, Literal, Sized
+from typing import Callable, Iterator, Literal, Sized, cast
 
 from .errors import SessionIdOutOfRange
 from .metadata import INITIAL_EPOCH, INVALID_SESSION_ID, MAX_INT, next_epoch
 from .partitions import TopicIdPartition
 from .session import CachedPartition, FetchSession
+
+EvictionReason = Literal["stale", "smaller", "privileged"]
 
 _heappush = heapq.heappush
 
@@ -49,7 +51,7 @@ class SessionEvicted:
     now_ms: int
     privileged: bool
     size: int
-    reason: Literal["stale", "smaller", "privileged"]
+    reason: EvictionReason
     evicted_by: int
     shard: int
 
@@ -174,8 +176,10 @@ class FetchSessionCacheShard:
                                partition_map: Sized, uses_topic_ids: bool = True) -> FetchSession | None:
         """maybeCreateSession for a session whose id is already known (a replay of the creations a broker was
         seen to make): the same room and eviction rules, the given id. None if Kafka would have refused it."""
+        # A replay of seen creations may pass a size-only stand-in: such a session is counted, never read.
+        partitions = cast(dict[TopicIdPartition, CachedPartition], partition_map)
         return self._admit(now_ms, privileged, len(partition_map), lambda: FetchSession(
-            session_id, privileged, partition_map, uses_topic_ids, now_ms, now_ms, next_epoch(INITIAL_EPOCH)))
+            session_id, privileged, partitions, uses_topic_ids, now_ms, now_ms, next_epoch(INITIAL_EPOCH)))
 
     def would_admit(self, now_ms: int, privileged: bool, size: int) -> bool:
         """Whether a new session of ``size`` partitions would get a slot now (room, or an entry to evict), without
@@ -199,7 +203,7 @@ class FetchSessionCacheShard:
             return session
         return None
 
-    def _try_evict(self, privileged: bool, key: tuple, now_ms: int) -> tuple[FetchSession, str] | None:
+    def _try_evict(self, privileged: bool, key: tuple, now_ms: int) -> tuple[FetchSession, EvictionReason] | None:
         """Evict one entry for a newcomer with EvictableKey ``key``: (victim, reason), or None."""
         found = self._victim(privileged, key, now_ms)
         if found is not None:
@@ -207,7 +211,7 @@ class FetchSessionCacheShard:
             self.evictions_meter.mark()
         return found
 
-    def _victim(self, privileged: bool, key: tuple, now_ms: int) -> tuple[FetchSession, str] | None:
+    def _victim(self, privileged: bool, key: tuple, now_ms: int) -> tuple[FetchSession, EvictionReason] | None:
         """The entry a newcomer with EvictableKey ``key`` would evict, and why; None if none may be.
 
         A new entry A may evict B if A is privileged and B is not, or B is stale (unused > eviction_ms), or A
@@ -293,7 +297,8 @@ class FetchSessionCacheShard:
             heapq.heappop(heap)
         return None
 
-    def _first_evictable(self, heap: list, privileged_set: bool) -> FetchSession | None:
+    def _first_evictable(self, heap: list[tuple[bool, int, int, int, FetchSession]], privileged_set: bool
+                         ) -> FetchSession | None:
         sessions = self._sessions
         while heap:
             _, size, sid, _, s = heap[0]

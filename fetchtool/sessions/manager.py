@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from . import errors
 from .cache import FetchSessionCache
@@ -159,6 +159,25 @@ class FullFetchContext(_RequestedPartitionsContext):
         self.uses_topic_ids = uses_topic_ids
         self.is_from_follower = is_from_follower
         self.session_id = INVALID_SESSION_ID   # filled in by update_and_generate_response
+        self._prepared: tuple[Mapping, int, dict[TopicIdPartition, CachedPartition]] | None = None
+
+    def prepare(self, results: Mapping[TopicIdPartition, PartitionResult], slice_size: int) -> Iterator[None]:
+        """Build the would-be session's partitions before update_and_generate_response, yielding after every
+        ``slice_size``: a broker answering other requests meanwhile sees nothing (no cache state is read or
+        changed here), and the session is still created, or refused, in one step at update time. For a full
+        fetch of 100,000s of partitions, where building them at once would hold everyone else up."""
+        cached: dict[TopicIdPartition, CachedPartition] = {}
+        for i, (tp, resp) in enumerate(results.items()):
+            if i % slice_size == slice_size - 1:
+                yield
+            cached[tp] = self._cached_partition(tp, resp)
+        self._prepared = (results, len(results), cached)
+
+    def _cached_partition(self, tp: TopicIdPartition, resp: PartitionResult) -> CachedPartition:
+        req = self.fetch_data.get(tp)
+        if req is None:   # Kafka would NPE here: a response partition the request did not ask for
+            raise ValueError(f"response partition {tp} is not in the full request")
+        return CachedPartition(tp, req, resp)
 
     def update_and_generate_response(self, now_ms, results) -> FetchOutcome:
         # The round-robin counter advances here, whether or not a session is created.
@@ -167,14 +186,10 @@ class FullFetchContext(_RequestedPartitionsContext):
         def create_partitions() -> dict[TopicIdPartition, CachedPartition]:
             # Cached partitions come from the response map (readable partitions, then erroneous ones), with
             # the response's HW and log start offset, so the first incremental response only carries changes.
-            fetch_data = self.fetch_data
-            cached: dict[TopicIdPartition, CachedPartition] = {}
-            for tp, resp in results.items():
-                req = fetch_data.get(tp)
-                if req is None:   # Kafka would NPE here: a response partition the request did not ask for
-                    raise ValueError(f"response partition {tp} is not in the full request")
-                cached[tp] = CachedPartition(tp, req, resp)
-            return cached
+            prepared = self._prepared
+            if prepared is not None and prepared[0] is results and prepared[1] == len(results):
+                return prepared[2]
+            return {tp: self._cached_partition(tp, resp) for tp, resp in results.items()}
 
         self.session_id = shard.maybe_create_session(now_ms, self.is_from_follower, len(results),
                                                      self.uses_topic_ids, create_partitions)
@@ -214,9 +229,9 @@ class IncrementalFetchContext(FetchContext):
             return FetchOutcome(errors.INVALID_FETCH_SESSION_EPOCH, session.id, 0, _EMPTY)
         pmap = session.partition_map
         get = pmap.get
-        selected = []
+        selected: list[tuple[TopicIdPartition, PartitionResult]] = []
         append = selected.append
-        moved = []
+        moved: list[tuple[TopicIdPartition, CachedPartition]] = []
         # This loop visits every partition of the session on every incremental fetch, as Kafka's
         # PartitionIterator does, so it is kept tight: a result object identical to the last one applied to a
         # partition that was not selected then cannot be selected now (results are immutable).

@@ -122,7 +122,7 @@ def test_a_peer_stalled_in_the_middle_of_a_frame_is_closed_while_others_are_serv
 
 
 def test_connections_beyond_the_limit_are_refused_and_the_others_keep_working(start_broker):
-    bt = start_broker(topics={"healthy": 1}, max_connections=8)
+    bt = start_broker(topics={"healthy": 1}, max_connections=8, max_connections_per_ip=8)
     clients = [RawClient("127.0.0.1", bt.port) for _ in range(8)]
     try:
         for c in clients:  # all 8 are registered once each has been answered
