@@ -120,9 +120,11 @@ def not_ready(body: FetchResponseBody, asked: Iterable[tuple[str, int]] = ()) ->
 class _Admin:
     """One connection for the preparation's requests, answered one at a time."""
 
+    reader: asyncio.StreamReader  # opened by __aenter__
+    writer: asyncio.StreamWriter
+
     def __init__(self, host: str, port: int, timeout: float) -> None:
         self.host, self.port, self.timeout = host, port, timeout
-        self.reader = self.writer = None
         self.corr = 0
 
     async def __aenter__(self) -> _Admin:
@@ -170,14 +172,17 @@ class _Admin:
         replay sends all its fetches to (elsewhere they would answer NOT_LEADER_OR_FOLLOWER)."""
         from kio.schema.create_topics.v4.request import (CreatableReplicaAssignment, CreatableTopic,
                                                          CreateTopicsRequest)
-        from kio.static.primitive import i32Timedelta
+        from kio.schema.types import BrokerId, TopicName
+        from kio.static.primitive import i16, i32, i32Timedelta
 
         def topic(name: str, partitions: int) -> CreatableTopic:
             if node is None:
-                return CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
-                                      configs=())
-            return CreatableTopic(name=name, num_partitions=-1, replication_factor=-1, configs=(), assignments=tuple(
-                CreatableReplicaAssignment(partition_index=i, broker_ids=(node,)) for i in range(partitions)))
+                return CreatableTopic(name=TopicName(name), num_partitions=i32(partitions), replication_factor=i16(1),
+                                      assignments=(), configs=())
+            return CreatableTopic(name=TopicName(name), num_partitions=i32(-1), replication_factor=i16(-1), configs=(),
+                                  assignments=tuple(CreatableReplicaAssignment(partition_index=i32(i),
+                                                                               broker_ids=(BrokerId(node),))
+                                                    for i in range(partitions)))
 
         request = CreateTopicsRequest(
             topics=tuple(topic(n, p) for n, p in topics.items()),
