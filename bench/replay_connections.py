@@ -2,7 +2,9 @@
 
 Writes, with fetchtool's own synthetic world (the session engine answers, real wire bytes in a pcap), a capture
 where N clients each connect, make one full fetch that creates a session, two incremental fetches, and close.
-Then runs the whole command from the shell under `/usr/bin/time -v` and prints requests/s, wall time and max RSS.
+Then runs the whole command from the shell under `/usr/bin/time -v` and prints requests/s (requests over the
+command's wall time), wall and CPU time, the replay phase's own duration, max RSS and the load average (a shared
+machine's load stretches the wall time; the CPU time does not move with it).
 
     python bench/replay_connections.py 1000 2000 5000 10000               # embedded broker, as fast as possible
     python bench/replay_connections.py 10000 --speed 20                    # paced by the captured clock
@@ -66,10 +68,12 @@ def run_replay(capture: Path, connections: int, extra: list[str]) -> dict:
         return {"connections": connections, "failed": proc.returncode}
     doc = json.loads(proc.stdout)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    cpu = sum(float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", proc.stderr))
     totals = doc["totals"] if "totals" in doc else doc.get("replay", {}).get("totals", {})
     return {"connections": connections, "wall_s": round(wall, 2), "requests": totals.get("requests"),
             "responses": totals.get("responses"), "sessions_created": totals.get("sessions_created"),
-            "requests_per_s": round((totals.get("requests") or 0) / wall, 1),
+            "requests_per_s": round((totals.get("requests") or 0) / wall, 1), "cpu_s": round(cpu, 2),
+            "replay_phase_s": doc.get("elapsed_s"), "load_average": round(os.getloadavg()[0], 2),
             "max_rss_mb": round(int(rss.group(1)) / 1024, 1) if rss else None}
 
 
@@ -77,6 +81,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("connections", type=int, nargs="+")
     ap.add_argument("--write-only", type=Path, help="write the capture of the first N here and stop")
+    ap.add_argument("--captures", type=Path, help="keep the captures in this folder (and reuse them there)")
     ap.add_argument("--speed", type=float, help="pace by the captured clock this many times faster "
                     "(default: --as-fast-as-possible)")
     ap.add_argument("--broker", help="HOST:PORT of a running broker (with --create-topics)")
@@ -88,9 +93,12 @@ def main() -> None:
     if args.broker:
         extra += ["--broker", args.broker, "--create-topics"]
     with tempfile.TemporaryDirectory(prefix="replay-bench-") as tmp:
+        folder = args.captures or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         for n in args.connections:
-            capture = Path(tmp) / f"short-{n}.pcap"
-            write_capture(capture, n)
+            capture = folder / f"short-{n}.pcap"
+            if not capture.exists():
+                write_capture(capture, n)
             print(f"capture: {n:,} connections, {os.path.getsize(capture) / 1e6:.1f} MB", flush=True)
             print(json.dumps(run_replay(capture, n, extra)), flush=True)
 

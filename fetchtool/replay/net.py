@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import sys
 
 try:
     import resource
@@ -73,6 +74,15 @@ async def connect(host: str, port: int, timeout: float) -> tuple[asyncio.StreamR
         raise ReplayError(f"cannot connect to {host}:{port}: {reason(exc)}") from None
     except asyncio.TimeoutError as exc:
         raise ReplayError(f"cannot connect to {host}:{port}: {reason(exc)}") from None
+
+
+async def read_frame_within(reader: asyncio.StreamReader, timeout: float) -> bytes:
+    """read_frame, or asyncio.TimeoutError after `timeout` seconds. On Python 3.11+ without wait_for's extra task
+    per call: a replay reads one frame per request, and an as-fast replay waits for each in turn."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(timeout):
+            return await read_frame(reader)
+    return await asyncio.wait_for(read_frame(reader), timeout)
 
 
 async def read_frame(reader: asyncio.StreamReader) -> bytes:

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from fetchtool.broker.server import Broker
+from fetchtool.broker.state import BrokerConfig
 from fetchtool.cli import app
 from fetchtool.replay.driver import ReplayOptions, replay
 from fetchtool.replay.loading import load_plan
@@ -95,6 +97,27 @@ def test_a_paced_replay_running_late_holds_few_connections_open(tmp_path):
     assert run.finished and (totals.requests, totals.responses, totals.sessions_created) == (900, 900, 300)
     assert run.connection_bound == 17  # the capture's one connection at a time, and room for 16 late ones
     assert 1 <= run.peak_connections <= run.connection_bound
+
+
+def test_against_a_broker_every_session_the_capture_left_open_is_closed_at_the_end(tmp_path):
+    """250 connections, each leaving its session open: the closes go out in pipelined batches (more than one
+    here), and the broker holds no session afterwards."""
+    plan, _ = load_plan([_short_connections(tmp_path / "short.pcap", 250)])
+
+    async def run():
+        broker = Broker(BrokerConfig(port=0, cache_slots=1000, auto_create_partitions=0))
+        await broker.start()
+        try:
+            done = await replay(plan, ReplayOptions(broker=f"127.0.0.1:{broker.port}", create_topics=True,
+                                                    as_fast=True, timeout_s=10))
+            return done, broker.sessions()
+        finally:
+            await broker.stop()
+
+    done, left = asyncio.run(run())
+    totals = done.totals()
+    assert (totals.requests, totals.responses, totals.sessions_created) == (750, 750, 250)
+    assert done.closed_sessions == 250 and left == []
 
 
 def _with_open_files(limit: int, code: str, hard: int | None = None) -> subprocess.CompletedProcess:
