@@ -233,8 +233,8 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
     if options.broker is None:
         # As fast as possible, a fetch the broker parks (nothing new to read) is answered at once rather than
         # after MaxWaitMs/1000: nothing is produced during a replay, so waiting could only end in the same empty
-        # answer, and in a replay that waits for each response in turn those waits (1 ms each at the event loop's
-        # timer resolution) were a fifth of the run at 10,000 connections.
+        # answer, and a replay that waits for each response in turn spent 1 ms on each (the event loop's timer
+        # resolution): 2.9 s of a 7.4 s replay of 2,000 short connections.
         broker = await _start_embedded(plan, options, clock, math.inf if options.as_fast else speed, low, high)
         host, port = LOOPBACK, broker.port
         run.target = EMBEDDED
@@ -370,8 +370,7 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
             if options.as_fast:
                 # a stream that stopped early must not hold back the others
                 key = stream.index
-                seq.mark(*(pos.get((key, j)) for pos in (req_pos, resp_pos)
-                                 for j in range(len(stream.fetches))))
+                seq.mark(*(pos.get((key, j)) for pos in (req_pos, resp_pos) for j in range(len(stream.fetches))))
 
     try:
         await asyncio.gather(*(drive(r) for r in run.streams))
