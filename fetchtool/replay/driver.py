@@ -154,7 +154,7 @@ def base_offsets(plan: ReplayPlan) -> tuple[dict[tuple[str, int], int], dict[tup
 
 
 async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Callable[[], int], speed: float,
-                          low: dict, high: dict):
+                          low: dict, high: dict, connections: int):
     from fetchtool.broker.rawclient import make_batch
     from fetchtool.broker.server import Broker
     from fetchtool.broker.state import BrokerConfig
@@ -162,8 +162,14 @@ async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Calla
     cfg = options.config
     # The embedded broker draws the captured session ids where it can (see simulate.CapturedSessionIds): Kafka
     # evicts the smallest id among equally sized sessions, so the same ids pick the same victims.
+    # Every replayed client connects from loopback: the broker lets one address hold half its max_connections
+    # (BrokerConfig.per_ip_limit), so both are sized to the connections the replay holds at once (a capture of
+    # 1,200 connections open together lost 200 of their fetches to the default limit of 1,000, each after a
+    # 30 s timeout).
+    limit = max(BrokerConfig().max_connections, 2 * (connections + 16))
     broker = Broker(BrokerConfig(host=LOOPBACK, port=0, cache_slots=cfg.cache_slots, cache_shards=cfg.cache_shards,
-                                 eviction_ms=cfg.eviction_ms, session_id_source=CapturedSessionIds(0)),
+                                 eviction_ms=cfg.eviction_ms, session_id_source=CapturedSessionIds(0),
+                                 max_connections=limit),
                     clock=clock, speed=speed)
     state = broker.core.state
     for name, info in plan.topics.items():
@@ -235,7 +241,8 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         # after MaxWaitMs/1000: nothing is produced during a replay, so waiting could only end in the same empty
         # answer, and a replay that waits for each response in turn spent 1 ms on each (the event loop's timer
         # resolution): 2.9 s of a 7.4 s replay of 2,000 short connections.
-        broker = await _start_embedded(plan, options, clock, math.inf if options.as_fast else speed, low, high)
+        broker = await _start_embedded(plan, options, clock, math.inf if options.as_fast else speed, low, high,
+                                       bound)
         host, port = LOOPBACK, broker.port
         run.target = EMBEDDED
         ids = {name: info.topic_id for name, info in plan.topics.items() if info.topic_id is not None}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -86,6 +87,19 @@ def test_three_thousand_short_connections_replay_completely_as_fast_as_possible(
     assert totals["errors"] == {} and doc["divergence"] == []
     assert doc["broker_metrics"]["NumIncrementalFetchSessions"] == 3000
     assert took < 60, took
+
+
+def test_more_connections_open_at_once_than_the_brokers_default_limit_are_all_answered(tmp_path):
+    """1,200 clients connected together, all from loopback in the replay: the embedded broker is sized for them.
+    Before, its default limit of 1,000 connections refused 200, whose fetches each waited out the timeout."""
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 2 * 2400 + 64:
+        pytest.skip("the hard limit of open files is below what 1,200 connections and their broker ends need")
+    plan, _ = load_plan([_short_connections(tmp_path / "all.pcap", 1200, overlapping=True)])
+    assert plan.connections_at_once() == 1200
+    run = asyncio.run(replay(plan, ReplayOptions(config=SimConfig(2000, 1, 30000), as_fast=True, timeout_s=5)))
+    totals = run.totals()
+    assert (totals.requests, totals.responses, totals.sessions_created) == (2400, 2400, 1200)
+    assert sum(r.timeouts for r in run.streams) == 0 and run.peak_connections == 1200
 
 
 def test_a_paced_replay_running_late_holds_few_connections_open(tmp_path):
