@@ -13,6 +13,7 @@ models only decide *whether* a client uses it, as the capture showed (or as --se
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from fetchtool.replay.plan import ALWAYS_NEW, SESSION, SESSIONLESS, PlannedFetch
 from fetchtool.sessions.client import FetchSessionHandler, topic_id_summary
@@ -68,7 +69,8 @@ class ClientModel:
         # The last wanted tuple and what was derived from it. The plan reuses one tuple object while a client's
         # wanted set is unchanged, so a steady consumer derives its request maps once, not per fetch.
         self._wanted: tuple | None = None
-        self._data: dict | None = None
+        # keyed by TopicIdPartition for a full or sessionless client, by TopicPartition for the session handler
+        self._data: dict[Any, PartitionData] = {}
         self._summary: tuple | None = None
 
     def request(self, fetch: PlannedFetch) -> FetchPlanRequest:

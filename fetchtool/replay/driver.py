@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -27,7 +28,8 @@ from dataclasses import dataclass, field
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel, effective_behaviour
 from fetchtool.replay.plan import REQUEST, SESSION, ClientStream, ReplayPlan
 from fetchtool.replay.simulate import CapturedSessionIds, SimConfig
-from fetchtool.replay.net import ReplayError, connect, read_frame, reason
+from fetchtool.replay.net import (RESERVED_FILES, OutOfFiles, ReplayError, allow_open_files, connect,
+                                  read_frame_within, reason)
 from fetchtool.replay.tally import FETCH_SESSION_ID_NOT_FOUND, Tally, captured_counts
 from fetchtool.replay.target import Target, close_sessions, fetch_version, prepare, records_to_write
 from fetchtool.replay.wire import TopicMapping, fetch_request, fetch_response
@@ -57,14 +59,17 @@ class StreamResult:
     rtts_ms: list[float] = field(default_factory=list)
     timeouts: int = 0
     session_ids: dict[int, int] = field(default_factory=dict)  # captured session id -> live session id
-    partition_errors: Counter = field(default_factory=Counter)  # partition-level error code -> count
+    partition_errors: Counter[int] = field(default_factory=Counter)  # partition-level error code -> count
     open_session: tuple[int, int] | None = None  # (Fetch version, session id) still open after the last fetch
     problem: str | None = None  # why the stream stopped early
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ReplayRun:
-    """A replay's results so far; complete when `finished`, partial after an interrupt."""
+    """A replay's results so far; complete when `finished`, partial after an interrupt.
+
+    Its repr is one line: asyncio.run (CPython 3.11) formats the main task's repr, result included, twice as it
+    restores the SIGINT handler, and a full repr of every stream and the plan cost seconds at 10,000 connections."""
 
     plan: ReplayPlan
     options: ReplayOptions
@@ -79,6 +84,12 @@ class ReplayRun:
     broker_metrics: dict | None = None
     prepared: Target | None = None  # --broker: what preparing the target found and did
     closed_sessions: int = 0  # --broker: sessions still open at the end, closed with (id, -1)
+    connection_bound: int = 0  # paced replay: connections held open at once at most
+    peak_connections: int = 0  # connections the replay held open at once, at most
+
+    def __repr__(self) -> str:
+        return (f"ReplayRun(target={self.target!r}, streams={len(self.streams)}, done={self.done}, "
+                f"finished={self.finished}, interrupted={self.interrupted})")
 
     def totals(self) -> Tally:
         """The sum of every stream's tally so far."""
@@ -90,24 +101,37 @@ class ReplayRun:
 
 class _Sequencer:
     """As-fast ordering: a request goes out once every earlier event of the capture's timeline happened (earlier
-    requests sent, earlier responses received), so sessions are created and used in the captured order."""
+    requests sent, earlier responses received), so sessions are created and used in the captured order.
+
+    Each waiting request has its own future, woken when the timeline reaches its position: one wake-up per
+    request, whatever the number of connections waiting (a shared condition woke every waiter on every event,
+    quadratic in connections)."""
 
     def __init__(self) -> None:
         self.next = 0
         self.done: set[int] = set()
-        self.cond = asyncio.Condition()
+        self.waiting: dict[int, asyncio.Future[None]] = {}
 
     async def turn(self, n: int) -> None:
-        async with self.cond:
-            await self.cond.wait_for(lambda: self.next >= n)
+        if self.next >= n:
+            return
+        waiter = self.waiting[n] = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self.waiting.pop(n, None)
 
-    async def mark(self, *positions: int | None) -> None:
-        async with self.cond:
-            self.done.update(p for p in positions if p is not None)
-            while self.next in self.done:
-                self.done.discard(self.next)
-                self.next += 1
-            self.cond.notify_all()
+    def mark(self, *positions: int | None) -> None:
+        self.done.update(p for p in positions if p is not None)
+        before = self.next
+        while self.next in self.done:
+            self.done.discard(self.next)
+            self.next += 1
+        if self.waiting:
+            for n in range(before + 1, self.next + 1):
+                waiter = self.waiting.pop(n, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
 
 
 def base_offsets(plan: ReplayPlan) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
@@ -130,7 +154,7 @@ def base_offsets(plan: ReplayPlan) -> tuple[dict[tuple[str, int], int], dict[tup
 
 
 async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Callable[[], int], speed: float,
-                          low: dict, high: dict):
+                          low: dict, high: dict, connections: int):
     from fetchtool.broker.rawclient import make_batch
     from fetchtool.broker.server import Broker
     from fetchtool.broker.state import BrokerConfig
@@ -138,8 +162,14 @@ async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Calla
     cfg = options.config
     # The embedded broker draws the captured session ids where it can (see simulate.CapturedSessionIds): Kafka
     # evicts the smallest id among equally sized sessions, so the same ids pick the same victims.
+    # Every replayed client connects from loopback: the broker lets one address hold half its max_connections
+    # (BrokerConfig.per_ip_limit), so both are sized to the connections the replay holds at once (a capture of
+    # 1,200 connections open together lost 200 of their fetches to the default limit of 1,000, each after a
+    # 30 s timeout).
+    limit = max(BrokerConfig().max_connections, 2 * (connections + 16))
     broker = Broker(BrokerConfig(host=LOOPBACK, port=0, cache_slots=cfg.cache_slots, cache_shards=cfg.cache_shards,
-                                 eviction_ms=cfg.eviction_ms, session_id_source=CapturedSessionIds(0)),
+                                 eviction_ms=cfg.eviction_ms, session_id_source=CapturedSessionIds(0),
+                                 max_connections=limit),
                     clock=clock, speed=speed)
     state = broker.core.state
     for name, info in plan.topics.items():
@@ -151,6 +181,25 @@ async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Calla
             log.append(make_batch([value] * min(500, want - log.log_end_offset)))
     await broker.start()
     return broker
+
+
+def connection_bound(plan: ReplayPlan, embedded: bool) -> int:
+    """How many connections the replay may hold open at once: what the capture held at once, with room for a
+    paced replay running late, within the open-files limit (raised towards what is needed where the hard limit
+    allows). ReplayError with one line when the limit is below what the capture held at once."""
+    peak = max(1, plan.connections_at_once())
+    per_connection = 2 if embedded else 1  # the embedded broker's end of each connection is this process's too
+    wanted = max(2 * peak, peak + 16)
+    limit = allow_open_files(wanted * per_connection + RESERVED_FILES)
+    if limit is None:
+        return wanted
+    room = (limit - RESERVED_FILES) // per_connection
+    if room < peak:
+        needed = peak * per_connection + RESERVED_FILES
+        raise ReplayError(f"the capture holds {peak:,} connections open at once; replaying them"
+                          f"{' against the embedded broker' if embedded else ''} needs about {needed:,} open files, "
+                          f"the limit is {limit:,}: raise it (ulimit -n {needed})")
+    return min(wanted, room)
 
 
 def parse_broker(text: str) -> tuple[str, int]:
@@ -184,9 +233,16 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         def clock() -> int:
             return epoch_ms + int((loop.time() - t0) * 1000 * speed)
 
+    bound = connection_bound(plan, embedded=options.broker is None)
+    run.connection_bound = bound
     broker = None
     if options.broker is None:
-        broker = await _start_embedded(plan, options, clock, 1000.0 if options.as_fast else speed, low, high)
+        # As fast as possible, a fetch the broker parks (nothing new to read) is answered at once rather than
+        # after MaxWaitMs/1000: nothing is produced during a replay, so waiting could only end in the same empty
+        # answer, and a replay that waits for each response in turn spent 1 ms on each (the event loop's timer
+        # resolution): 2.9 s of a 7.4 s replay of 2,000 short connections.
+        broker = await _start_embedded(plan, options, clock, math.inf if options.as_fast else speed, low, high,
+                                       bound)
         host, port = LOOPBACK, broker.port
         run.target = EMBEDDED
         ids = {name: info.topic_id for name, info in plan.topics.items() if info.topic_id is not None}
@@ -212,6 +268,11 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
     for n, (_t, phase, i, j) in enumerate(plan.timeline):
         (req_pos if phase == REQUEST else resp_pos)[(i, j)] = n
     seq = _Sequencer()
+    # Paced, a replay that falls behind the capture's clock would start every overdue connection at once; the
+    # gate holds them to the bound. As fast as possible, the sequencer keeps the capture's order, so the replay
+    # holds open what the capture did (a gate there could wait on a connection that waits for its turn).
+    gate = None if options.as_fast else asyncio.Semaphore(bound)
+    open_now = [0]
     run.started = time.monotonic()
 
     def progress() -> None:
@@ -223,8 +284,10 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         stream = result.stream
         model = ClientModel(stream.behaviour, options.sessions)
         tally = result.tally
-        reader = writer = None
+        reader: asyncio.StreamReader | None = None
+        writer: asyncio.StreamWriter | None = None
         corr = 0
+        holding = False  # a place under the gate, from the stream's first connection to its end
         try:
             for j, fetch in enumerate(stream.fetches):
                 if options.as_fast:
@@ -233,8 +296,13 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                     delay = t0 + fetch.t_ms / 1000 / speed - loop.time()
                     if delay > 0:
                         await asyncio.sleep(delay)
-                if writer is None:
+                if reader is None or writer is None:
+                    if gate is not None and not holding:
+                        await gate.acquire()
+                        holding = True
                     reader, writer = await connect(host, port, options.timeout_s)
+                    open_now[0] += 1
+                    run.peak_connections = max(run.peak_connections, open_now[0])
                 sent_version = fetch_version(fetch.version, supported)
                 if sent_version != fetch.version:
                     # the client speaks what the target does; its handler follows the version it really sends
@@ -254,21 +322,22 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                 tally.requests += 1
                 tally.request_bytes += len(data)
                 if options.as_fast:
-                    await seq.mark(req_pos[(stream.index, j)])
+                    seq.mark(req_pos[(stream.index, j)])
                 try:
-                    payload = await asyncio.wait_for(read_frame(reader), options.timeout_s)
+                    payload = await read_frame_within(reader, options.timeout_s)
                 except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                     result.timeouts += 1
                     if options.as_fast:
-                        await seq.mark(resp_pos.get((stream.index, j)))
+                        seq.mark(resp_pos.get((stream.index, j)))
                     model.error()
                     writer.close()
+                    open_now[0] -= 1
                     reader = writer = None
                     progress()
                     continue
                 result.rtts_ms.append((loop.time() - sent_at) * 1000)
                 if options.as_fast:
-                    await seq.mark(resp_pos.get((stream.index, j)))
+                    seq.mark(resp_pos.get((stream.index, j)))
                 body = fetch_response(payload, fetch.version, mapping)
                 tally.responses += 1
                 tally.response_bytes += 4 + len(payload)
@@ -293,6 +362,8 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
             following = model.handler.next_metadata
             if stream.fetches and following.session_id and following.epoch > 0:
                 result.open_session = (fetch.version, following.session_id)
+        except OutOfFiles:
+            raise  # the process can open no more connections: the replay stops (one line for the user)
         except ReplayError as exc:
             result.problem = str(exc)
         except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
@@ -300,11 +371,13 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         finally:
             if writer is not None:
                 writer.close()
+                open_now[0] -= 1
+            if holding and gate is not None:
+                gate.release()
             if options.as_fast:
                 # a stream that stopped early must not hold back the others
                 key = stream.index
-                await seq.mark(*(pos.get((key, j)) for pos in (req_pos, resp_pos)
-                                 for j in range(len(stream.fetches))))
+                seq.mark(*(pos.get((key, j)) for pos in (req_pos, resp_pos) for j in range(len(stream.fetches))))
 
     try:
         await asyncio.gather(*(drive(r) for r in run.streams))
@@ -359,7 +432,7 @@ def _notes(run: ReplayRun) -> None:
             run.notes.append(f"closed {run.closed_sessions} session(s) still open at the capture's end with "
                              f"(id, -1), so they hold no slot of {run.target}'s cache")
         _eviction_note(run)
-    partition_errors = Counter()
+    partition_errors: Counter[int] = Counter()
     for r in run.streams:
         partition_errors.update(r.partition_errors)
     if partition_errors:

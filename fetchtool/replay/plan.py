@@ -20,8 +20,10 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from fetchtool.exchange import FETCH, Exchange
+from fetchtool.protocol.connection import OrphanResponse
 from fetchtool.sessions.partitions import ZERO_UUID, PartitionData, PartitionResult, TopicIdPartition, TopicPartition
 
 _set = object.__setattr__
@@ -164,6 +166,23 @@ class ReplayPlan:
     def requests(self) -> int:
         return sum(len(s.fetches) for s in self.streams)
 
+    def connections_at_once(self) -> int:
+        """The most client connections the capture has open at one point of its timeline: a stream is open from
+        its first request to its last captured event (what an as-fast replay, which keeps that order, holds)."""
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for n, (_t, _phase, i, _j) in enumerate(self.timeline):
+            first.setdefault(i, n)
+            last[i] = n
+        closing = Counter(last.values())
+        now = peak = 0
+        for n, (_t, _phase, i, _j) in enumerate(self.timeline):
+            if first[i] == n:
+                now += 1
+                peak = max(peak, now)
+            now -= closing.get(n, 0)
+        return peak
+
     @property
     def brokers(self) -> list[str]:
         return sorted({s.broker for s in self.streams})
@@ -254,7 +273,7 @@ def classify(exchanges: list[Exchange]) -> str:
     return SESSION  # (0,0) never granted (cache full) looks the same from a handler-driven client
 
 
-def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
+def build_plan(exchanges: Iterable[Exchange | OrphanResponse]) -> ReplayPlan:
     """The replay plan of a capture's Fetch exchanges (FetchSnapshot and other traffic are counted, not planned)."""
     skipped: Counter = Counter()
     by_stream: dict[tuple[str, str, int], list[Exchange]] = {}
@@ -272,8 +291,9 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
     all_ex = [e for group in by_stream.values() for e in group]
     if not all_ex:
         return ReplayPlan(0.0, 0, [], {}, [], skipped)
-    start_ts = min(e.ts for e in all_ex)
-    end_ts = max(max(e.ts, e.response_ts or e.ts) for e in all_ex)
+    request_ts = [cast(float, e.ts) for e in all_ex]  # every planned exchange has one (checked above)
+    start_ts = min(request_ts)
+    end_ts = max(max(t, e.response_ts or t) for t, e in zip(request_ts, all_ex))
 
     def ms(ts: float) -> int:
         return int(round((ts - start_ts) * 1000.0))
@@ -295,7 +315,8 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
     # objects and the engine's "same result object" fast path fires (values are equal either way).
     interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]] = {}
     last_reads: list[dict[TopicIdPartition, PartitionResult]] = [{} for _ in groups]
-    planned: list[list[PlannedFetch | None]] = [[None] * len(g) for g in groups]
+    # Per stream and step: the wanted tuple once its request is applied, then the step's PlannedFetch.
+    planned: list[list[Any]] = [[None] * len(g) for g in groups]
     # Requests must be applied in request order within a stream; responses are globally ordered. Requests of one
     # stream are sorted, so applying request j when its response comes up keeps per-stream order only if responses
     # come in request order; handle pipelined requests by applying all pending requests up to j first.
@@ -309,7 +330,7 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
             if planned_wanted == last_wanted[i]:   # identical objects: compared by identity, in C
                 planned_wanted = last_wanted[i]    # one tuple while the set is unchanged (ClientModel reuses it)
             last_wanted[i] = planned_wanted
-            planned[i][applied[i]] = planned_wanted  # type: ignore[assignment]
+            planned[i][applied[i]] = planned_wanted
             applied[i] += 1
         ex = group[j]
         broker_logs = logs.get(ex.broker)
@@ -317,9 +338,9 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
             broker_logs = logs[ex.broker] = {}
         # (topic, partition) tuples: equal to, and hashed like, the TopicPartition keys of the wanted set
         in_response = {}
-        records_bytes = None if ex.response_partitions is None else 0
+        summed = 0
         for rp in ex.response_partitions or ():
-            records_bytes += rp.records_bytes
+            summed += rp.records_bytes
             name = rp.topic or rp.topic_id or "?"
             key = (name, rp.partition)
             in_response[key] = rp
@@ -332,23 +353,24 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
             if info is not None:
                 info.records_bytes += rp.records_bytes
                 info.partitions.add(rp.partition)
+        records_bytes = None if ex.response_partitions is None else summed
         wanted = planned[i][j]
         reads: dict[TopicIdPartition, PartitionResult] = {}
         previous = last_reads[i]
-        for w in wanted:  # type: ignore[union-attr]
-            rp = in_response.get(w.tp) if in_response else None
-            if rp is None:
+        for w in wanted:
+            got = in_response.get(w.tp) if in_response else None
+            if got is None:
                 log = broker_logs.get(w.tp)
                 reads[w.key] = _NOTHING_READ if log is None else log.result or log.read()
                 continue
             result = PartitionResult(
-                rp.error_code, rp.high_watermark, rp.last_stable_offset, rp.log_start_offset, rp.records_bytes,
-                rp.diverging_epoch, rp.preferred_read_replica,
+                got.error_code, got.high_watermark, got.last_stable_offset, got.log_start_offset, got.records_bytes,
+                got.diverging_epoch, got.preferred_read_replica,
             )
             before = previous.get(w.key)
             reads[w.key] = before if before is not None and before == result else result
         last_reads[i] = reads
-        planned[i][j] = _planned_fetch(ex, ms, wanted, reads, records_bytes)  # type: ignore[arg-type]
+        planned[i][j] = _planned_fetch(ex, ms, wanted, reads, records_bytes)
 
     events: list[tuple[int, int, int, int, int, int]] = []
     for i, (group, fetches) in enumerate(zip(groups, planned)):
@@ -360,16 +382,16 @@ def build_plan(exchanges: Iterable[Exchange]) -> ReplayPlan:
             client_id=next((e.client_id for e in group if e.client_id), None),
             behaviour=classify(group),
             is_follower=any((e.replica_id or -1) >= 0 for e in group),
-            fetches=fetches,  # type: ignore[arg-type]
+            fetches=fetches,
         )
         streams.append(stream)
         for j, (f, ex) in enumerate(zip(stream.fetches, group)):
-            t_req = _us(ex.ts - start_ts)
+            t_req = _us(cast(float, ex.ts) - start_ts)
             events.append((t_req, 1, f.t_ms, REQUEST, i, j))
             if ex.response_ts is not None:
                 t_resp = _us(ex.response_ts - start_ts)
                 # A response never precedes its own request, even when both fall in the same microsecond.
-                events.append((t_resp, 0, f.response_t_ms, RESPONSE, i, j) if t_resp > t_req
+                events.append((t_resp, 0, cast(int, f.response_t_ms), RESPONSE, i, j) if t_resp > t_req
                               else (t_req, 2, f.t_ms, RESPONSE, i, j))
     events.sort()
     timeline = [(t_ms, phase, i, j) for _t, _o, t_ms, phase, i, j in events]

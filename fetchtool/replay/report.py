@@ -6,7 +6,7 @@ from collections import Counter
 
 from rich.console import Console
 
-from fetchtool.analysis.reports.fit import Col, Fit
+from fetchtool.analysis.reports.fit import Cell, Col, Fit
 
 from fetchtool.commands.wording import count
 from fetchtool.replay.plan import ReplayPlan
@@ -81,12 +81,13 @@ def print_simulate(console: Console, plan: ReplayPlan, captured: CapturedCounts,
     """Tables when they fit the console, one card per row otherwise (analysis.reports.fit): no id is cut."""
     console.print(f"[bold]Plan[/bold]: {count(plan.requests, 'fetch')} from {count(len(plan.clients), 'client')} to "
                   f"{count(len(plan.brokers), 'broker')} over {plan.duration_ms / 1000:,.1f} s")
-    rows = [_totals_row("captured", captured.totals)] + [_totals_row(str(r.config), r.totals) for r in results]
+    rows: list[tuple[Cell, ...]] = [_totals_row("captured", captured.totals),
+                                    *(_totals_row(str(r.config), r.totals) for r in results)]
     console.print(Fit("Totals: the capture and each configuration (slots/shards/eviction)", TOTALS_COLS, rows))
     if len(plan.brokers) > 1:
         for broker in plan.brokers:
-            rows = [_totals_row("captured", captured.brokers[broker])] + [
-                _totals_row(str(r.config), r.brokers[broker]) for r in results]
+            rows = [_totals_row("captured", captured.brokers[broker]),
+                    *(_totals_row(str(r.config), r.brokers[broker]) for r in results)]
             console.print(Fit(f"Broker {broker}", TOTALS_COLS, rows))
 
     def cell(t: Tally) -> str:
@@ -115,7 +116,7 @@ def replay_json(run, captured: CapturedCounts) -> dict:
 
     totals = run.totals()
     rtts = [ms for r in run.streams for ms in r.rtts_ms]
-    partition_errors = Counter()
+    partition_errors: Counter[int] = Counter()
     for r in run.streams:
         partition_errors.update(r.partition_errors)
     captured_partitions = captured_partition_errors(run.plan)
@@ -194,7 +195,7 @@ def print_replay(console: Console, run, captured: CapturedCounts) -> None:
                                                      "incremental", "request MB", "response MB", "rtt p50 ms",
                                                      "rtt p99 ms")))  # fmt: skip
     cap, live, rtt = captured.totals, run.totals(), doc["totals"]["rtt_ms"]
-    rows = [(name, f"{t.requests:,}", f"{t.responses:,}", f"{t.sessions_created:,}", f"{t.errors.get(70, 0):,}",
+    rows: list[tuple[Cell, ...]] = [(name, f"{t.requests:,}", f"{t.responses:,}", f"{t.sessions_created:,}", f"{t.errors.get(70, 0):,}",
              f"{t.errors.get(71, 0):,}", f"{_other_errors(t):,}", f"{t.incremental_share:.0%}", _mb(t.request_bytes),
              _mb(t.response_bytes), *ms) for name, t, ms in (("captured", cap, ("", "")),
                                                             ("replay", live, (_ms(rtt["p50"]), _ms(rtt["p99"]))))]

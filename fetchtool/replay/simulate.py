@@ -233,8 +233,9 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
             for ev in caches[broker].drain_events():
                 if isinstance(ev, SessionEvicted):
                     victim = owners.pop((broker, ev.session_id), None)
-                    if victim is not None:
-                        tallies[victim].evictions += 1
+                    owner = tallies[victim] if victim is not None else None
+                    if owner is not None:   # a session of a stream this scope simulates
+                        owner.evictions += 1
                     evicted_by[i] += 1
         v = fetch.version
         vs = sizes[v]
@@ -339,7 +340,7 @@ def simulate_many(plan: ReplayPlan, configs: list[SimConfig], sessions: str = AS
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
         return [_merge(plan, config, [_without_gc(_simulate, plan, config, sessions, seed)]) for config in configs]
     # Longest first (by exchanges), so that no worker is left with a big broker at the end.
-    load = Counter()
+    load: Counter[str] = Counter()
     for s in plan.streams:
         load[s.broker] += len(s.fetches)
     tasks.sort(key=lambda t: -sum(load[b] for b in (t[2] or brokers)))

@@ -37,6 +37,8 @@ NOT_READY = frozenset({3, 5, 6, 100})
 TOPIC_ALREADY_EXISTS = 36
 BATCH_RECORDS = 500  # records per produced batch
 VALUE = b"x" * 16  # the records' value: replay measures sessions, not payloads
+CLOSE_BATCH = 100  # session closes sent before reading their answers (a Kafka client has 5 in flight at most;
+# these are the replay's own admin requests, answered in order)
 
 
 @dataclass(slots=True)
@@ -120,9 +122,11 @@ def not_ready(body: FetchResponseBody, asked: Iterable[tuple[str, int]] = ()) ->
 class _Admin:
     """One connection for the preparation's requests, answered one at a time."""
 
+    reader: asyncio.StreamReader  # opened by __aenter__
+    writer: asyncio.StreamWriter
+
     def __init__(self, host: str, port: int, timeout: float) -> None:
         self.host, self.port, self.timeout = host, port, timeout
-        self.reader = self.writer = None
         self.corr = 0
 
     async def __aenter__(self) -> _Admin:
@@ -137,6 +141,16 @@ class _Admin:
             self.writer.write(frame)
             await self.writer.drain()
             return await asyncio.wait_for(read_frame(self.reader), self.timeout)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+            raise ReplayError(f"{self.host}:{self.port} did not answer {what}: {reason(exc)}") from None
+
+    async def call_many(self, frames: list[bytes], what: str) -> list[bytes]:
+        """Pipelined: every frame sent at once, the answers read in order (Kafka answers a connection's requests
+        in the order they came)."""
+        try:
+            self.writer.write(b"".join(frames))
+            await self.writer.drain()
+            return [await asyncio.wait_for(read_frame(self.reader), self.timeout) for _ in frames]
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
             raise ReplayError(f"{self.host}:{self.port} did not answer {what}: {reason(exc)}") from None
 
@@ -170,14 +184,17 @@ class _Admin:
         replay sends all its fetches to (elsewhere they would answer NOT_LEADER_OR_FOLLOWER)."""
         from kio.schema.create_topics.v4.request import (CreatableReplicaAssignment, CreatableTopic,
                                                          CreateTopicsRequest)
-        from kio.static.primitive import i32Timedelta
+        from kio.schema.types import BrokerId, TopicName
+        from kio.static.primitive import i16, i32, i32Timedelta
 
         def topic(name: str, partitions: int) -> CreatableTopic:
             if node is None:
-                return CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=(),
-                                      configs=())
-            return CreatableTopic(name=name, num_partitions=-1, replication_factor=-1, configs=(), assignments=tuple(
-                CreatableReplicaAssignment(partition_index=i, broker_ids=(node,)) for i in range(partitions)))
+                return CreatableTopic(name=TopicName(name), num_partitions=i32(partitions), replication_factor=i16(1),
+                                      assignments=(), configs=())
+            return CreatableTopic(name=TopicName(name), num_partitions=i32(-1), replication_factor=i16(-1), configs=(),
+                                  assignments=tuple(CreatableReplicaAssignment(partition_index=i32(i),
+                                                                               broker_ids=(BrokerId(node),))
+                                                    for i in range(partitions)))
 
         request = CreateTopicsRequest(
             topics=tuple(topic(n, p) for n, p in topics.items()),
@@ -329,10 +346,14 @@ async def close_sessions(host: str, port: int, sessions: list[tuple[int, int]], 
     closed = 0
     mapping = TopicMapping({}, {}, {})
     async with _Admin(host, port, timeout) as admin:
-        for version, session_id in sessions:
-            admin.corr += 1
-            frame = fetch_request(version, admin.corr, CLIENT_ID, FetchMetadata(session_id, -1), {}, [], mapping,
-                                  0, 1, 1, 0)
-            body = fetch_response(await admin.call(frame, "Fetch"), version, mapping)
-            closed += not body.error_code
+        # in batches, pipelined: one round trip per batch, not per session (10,000 sessions at a replay's end)
+        for start in range(0, len(sessions), CLOSE_BATCH):
+            batch = sessions[start:start + CLOSE_BATCH]
+            frames = []
+            for version, session_id in batch:
+                admin.corr += 1
+                frames.append(fetch_request(version, admin.corr, CLIENT_ID, FetchMetadata(session_id, -1), {}, [],
+                                            mapping, 0, 1, 1, 0))
+            for (version, _id), payload in zip(batch, await admin.call_many(frames, "Fetch")):
+                closed += not fetch_response(payload, version, mapping).error_code
     return closed
