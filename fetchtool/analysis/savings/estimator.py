@@ -35,17 +35,23 @@ projects a saving of 0 at any factor.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fetchtool.exchange import FETCH, Exchange
 
+from fetchtool.analysis.model import JSON_LIST
 from fetchtool.analysis.savings.model import (CLOSE, FULL, INCREMENTAL, LOST, POTENTIAL, REALISED, REFUSED,
                                               SESSIONLESS, ByteSums, ExchangeSavings, StreamModel)
 from fetchtool.analysis.tracking.kraft import is_kraft_voter_fetch
 from fetchtool.analysis.tracking.tracker import grants_session, host_of
 
 PROJECTIONS = (10, 100)
+# Closed connections whose models are kept for a later connection that continues their session (clients keep a
+# session across reconnects): as many as Kafka's default cache has slots (max.incremental.fetch.session.cache.
+# slots), since an older session has most likely been evicted meanwhile. Older ones are released (memory).
+PARKED_MODELS = 1000
 CACHE_FULL, NOT_GRANTED = "cache_full", "not_granted"
 
 
@@ -225,8 +231,11 @@ class SavingsResult:
                                            key=lambda kv: (-kv[1].saved_bytes, kv[0][0], kv[0][1] or "")):
             addresses = self.connections((host, client_id)) or [host]
             # contract: `client` is an ip:port (the first connection's); `addresses` (extension) lists them all
-            clients.append({"client": addresses[0], "client_id": client_id, "host": host, "addresses": addresses,
-                            **t.to_json(d, g)})
+            row = {"client": addresses[0], "client_id": client_id, "host": host,
+                   "addresses": addresses[:JSON_LIST], **t.to_json(d, g)}
+            if len(addresses) > JSON_LIST:  # a client of 100,000 connections: the first ones, and how many
+                row["addresses_total"] = len(addresses)
+            clients.append(row)
         brokers = [{"broker": b, **t.to_json(d, g)}
                    for b, t in sorted(self.per_broker.items(), key=lambda kv: (-kv[1].saved_bytes, kv[0]))]
         return {"total": self.total.to_json(d, g), "per_client": clients, "per_broker": brokers,
@@ -252,6 +261,31 @@ class SavingsEstimator:
         self.granting: set[str] = set()  # brokers shown to keep sessions (tracking.grants_session)
         # (host, client id, broker) -> [potential bytes, fetch bytes]: what sessionless clients could save
         self.per_pair: dict[tuple, list[int]] = {}
+        self.open_conns: dict[int, tuple[str, str]] = {}  # connection id -> its streams key, while it is open
+        # id(model) -> (the model, its _by_session keys); holding the model keeps its id from being reused
+        self._session_keys: dict[int, tuple[StreamModel, list[tuple]]] = {}
+        # id(model) -> closed connection's model, oldest first (an OrderedDict: popping the oldest of a plain dict
+        # again and again walks over its deleted entries)
+        self.parked: OrderedDict[int, StreamModel] = OrderedDict()
+        self._released: set[int] = set()  # hashes of the _by_session keys of released models
+        self.released_misses = 0  # continuations of a session whose model had been released
+
+    def connection_ended(self, conn: int) -> None:
+        """A connection closed (decoder.DecodeRun.ended): its model leaves `streams`; a model holding a session
+        waits among the last PARKED_MODELS closed ones for a connection that continues it, then is released."""
+        key = self.open_conns.pop(conn, None)
+        if key is None:
+            return
+        model = self.streams.pop(key, None)
+        if model is None or id(model) not in self._session_keys:
+            return
+        self.parked[id(model)] = model
+        if len(self.parked) > PARKED_MODELS:
+            old = self.parked.popitem(last=False)[1]
+            for k in self._session_keys.pop(id(old))[1]:
+                if self._by_session.get(k) is old:
+                    del self._by_session[k]
+                    self._released.add(hash(k))
 
     def feed(self, ex: Exchange) -> ExchangeSavings | None:
         if grants_session(ex):
@@ -277,6 +311,7 @@ class SavingsEstimator:
         if model is None:
             model = self._adopt(ex)
             self.streams[key] = model
+        self.open_conns[ex.conn] = key
         try:
             s = model.feed(ex)
         except Exception:  # noqa: BLE001 - one odd exchange must not stop the report; start the stream afresh
@@ -284,7 +319,10 @@ class SavingsEstimator:
             self.streams[key] = StreamModel(ex.client, ex.broker)
             return None
         if ex.response_session_id:
-            self._by_session[(host_of(ex.client), ex.client_id, ex.broker, ex.response_session_id)] = model
+            skey = (host_of(ex.client), ex.client_id, ex.broker, ex.response_session_id)
+            if self._by_session.get(skey) is not model:
+                self._by_session[skey] = model
+                self._session_keys.setdefault(id(model), (model, []))[1].append(skey)
         pair = self.per_pair.get(pk := (host_of(ex.client), ex.client_id, ex.broker))
         if pair is None:
             pair = self.per_pair[pk] = [0, 0]
@@ -332,9 +370,13 @@ class SavingsEstimator:
         """A new connection that continues a session of an earlier one (clients keep their session across
         reconnects) continues that connection's model; anything else starts a new one."""
         if ex.session_id and ex.session_epoch is not None and ex.session_epoch > 0:
-            model = self._by_session.get((host_of(ex.client), ex.client_id, ex.broker, ex.session_id))
+            skey = (host_of(ex.client), ex.client_id, ex.broker, ex.session_id)
+            model = self._by_session.get(skey)
             if model is not None:
+                self.parked.pop(id(model), None)
                 return model
+            if self._released and hash(skey) in self._released:
+                self.released_misses += 1
         return StreamModel(ex.client, ex.broker)
 
     def result(self) -> SavingsResult:
@@ -350,6 +392,9 @@ class SavingsEstimator:
                          f"bigger or smaller when fetchtool re-encodes them (it does not keep every field, "
                          f"e.g. tagged fields); the difference is added to both the full and the incremental "
                          f"figures, so the saving is not changed by it.")
+        if self.released_misses:
+            notes.append(f"{_count(self.released_misses, 'connection')} continued a session last used more than "
+                         f"{PARKED_MODELS:,} closed connections earlier: modelled as new streams.")
         if self.model_errors:
             notes.append(f"{_count(self.model_errors, 'exchange')} could not be modelled: left out of the estimate.")
         if self.snapshot_exchanges:

@@ -11,7 +11,7 @@ so a session survives a reconnect, and a client may hold sessions on several bro
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -103,12 +103,12 @@ class TrackedSession:
         self.end_reason: str | None = None
         self.end_frame: int | None = None
         self.end_ts: float | None = None
-        self.conns: set[int] = {ex.conn}
+        self.conns: int | set[int] = ex.conn  # its connection ids: one id until a second one is seen (memory)
         self.steps: list[EpochStep] = []
         self.dropped = 0
         self.last_success: SentRequest | None = None
         self.last_request_ts: float | None = None
-        self.recent: deque[SentRequest] = deque(maxlen=RECENT)
+        self.recent: list[SentRequest] = []  # the last RECENT (a list: a deque's block is 600 bytes a session)
         self.closed_ts: float | None = None  # when a full request named it (the broker removed it)
         self.error_ts: float | None = None  # first FETCH_SESSION_ID_NOT_FOUND
         self.error_conn_changed = False  # that error came on another connection than the last success
@@ -136,7 +136,7 @@ class TrackedSession:
             first_partitions=self.first_partitions, partitions=len(self.parts), max_partitions=self.max_parts,
             incremental_requests=self.incremental, errors=self.errors, last_epoch=self.last_epoch, end=self.end,
             end_reason=self.end_reason, end_frame=self.end_frame, end_ts=self.end_ts,
-            connections=len(self.conns), steps=tuple(self.steps), steps_dropped=self.dropped,
+            connections=1 if isinstance(self.conns, int) else len(self.conns), steps=tuple(self.steps), steps_dropped=self.dropped,
             replica_id=self.replica_id,
         )  # fmt: skip
 
@@ -325,7 +325,7 @@ class SessionTracker:
         sent = _sent(ex, INITIAL_EPOCH)
         s.last_success = sent
         s.last_request_ts = ex.ts
-        s.recent.append(sent)
+        _remember(s.recent, sent)
         self._step(s, ex, FULL_CREATE, len(s.parts), 0)
         broker.sessions[rsid] = s
         broker.created.append(s)
@@ -352,11 +352,14 @@ class SessionTracker:
         err = ex.error_code
         prev_requests = tuple(s.recent) if err else ()
         conn_changed = s.last_conn != ex.conn
-        s.conns.add(ex.conn)
+        if conn_changed or not isinstance(s.conns, int):
+            if isinstance(s.conns, int):
+                s.conns = {s.conns}
+            s.conns.add(ex.conn)
         s.last_conn = ex.conn
         s.last_request_ts = ex.ts
         sent = _sent(ex, epoch)
-        s.recent.append(sent)
+        _remember(s.recent, sent)
         if err is None and ex.response_partitions is None:
             # Response not captured: assume the broker processed it (the usual case for a lost response).
             added, forgotten = self._apply(s, ex, client)
@@ -478,6 +481,16 @@ class SessionTracker:
     def _end(s: TrackedSession, end: str, reason: str, frame, ts) -> None:
         s.end, s.end_reason, s.end_frame, s.end_ts = end, reason, frame, ts
 
+    def connection_ended(self, conn: int) -> None:
+        """A closed connection (decoder.DecodeRun.ended) with nothing in flight can never be one of a lost
+        broker's cut connections (connections.broker_losses): its state goes (memory)."""
+        for broker in self.brokers.values():
+            cs = broker.connections.get(conn)
+            if cs is not None:
+                if not cs.in_flight:
+                    del broker.connections[conn]
+                return
+
     # -- results -------------------------------------------------------------------------------------------
     def client_summaries(self) -> list[ClientSummary]:
         return [c.summary() for c in self.clients.values()]
@@ -528,6 +541,12 @@ def session_left(s: TrackedSession, ex: Exchange) -> int | None:
 def _privileged(ex: Exchange) -> bool:
     """A follower's fetch (replica id >= 0): Kafka gives its session priority in the cache."""
     return ex.replica_id is not None and ex.replica_id >= 0
+
+
+def _remember(recent: list[SentRequest], sent: SentRequest) -> None:
+    recent.append(sent)
+    if len(recent) > RECENT:
+        del recent[0]
 
 
 def _sent(ex: Exchange, epoch: int) -> SentRequest:
