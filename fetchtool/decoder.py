@@ -49,7 +49,7 @@ class DecodeRun:
     the files, frames counting on from file to file (`mergecap -a` numbering), rows labelled with the set's
     label ("cap.pcap+2"); the report lists every file. Other files are decoded each on its own."""
 
-    def __init__(self, paths: Iterable[str | os.PathLike], ports: Iterable[int] | None = None):
+    def __init__(self, paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None):
         self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         self.ports = None if ports is None else frozenset(int(p) for p in ports)
         self.report = DecodeReport()
@@ -78,9 +78,9 @@ class DecodeRun:
                 unreadable(unreadable_line(exc))
             finally:
                 for read, name in zip(reads, names):
-                    stats, exc = read.stats, read.error
-                    if exc is not None:
-                        unreadable(unreadable_line(exc, read.path))
+                    stats, failure = read.stats, read.error
+                    if failure is not None:
+                        unreadable(unreadable_line(failure, read.path))
                         read_any = read_any or stats.decoded_any
                     elif stats.gave_nothing:  # its damage is a counted warning; the error if no file is read
                         errors.append(stats.nothing_read(name))
@@ -108,8 +108,8 @@ def decode_events(
     to append the id of each connection that closed once its last item has been yielded."""
     report = report if report is not None else DecodeReport()
     pending: list[tuple[int, int, int]] = []  # heap of (request frame, conn, correlation id) awaiting responses
-    resolved: dict[tuple[int, int, int], int] = {}
-    ready: list[tuple[tuple[int, int, int], int, object]] = []
+    resolved: dict[tuple[int | None, int, int], int] = {}
+    ready: list[tuple[tuple[int | None, int, int], int, object]] = []
     seq = 0
     ctx = DecodeContext(file, report, ports, topic_names if topic_names is not None else {},
                         lambda key: heapq.heappush(pending, key))
@@ -151,8 +151,7 @@ def decode_events(
                 yield it
 
     for ev in events:
-        kind = type(ev)
-        if kind is ConnectionClosed:
+        if isinstance(ev, ConnectionClosed):
             c = conns.pop(ev.conn, None)
             if c is not None:
                 items = c.close()
@@ -170,7 +169,7 @@ def decode_events(
             report.connections += 1   # ids are unique within a decode run, across files: the count so far
             c = conns[ev.conn] = KafkaConnection(report.connections, ctx)
             detecting.add(c)
-        if kind is StreamGap:
+        if isinstance(ev, StreamGap):
             report.gaps += 1
             report.lost_bytes += ev.lost_bytes
         items = c.feed(ev)

@@ -304,7 +304,7 @@ class Analysis:
             d = b.to_json()
             d["partition_errors"] = by_broker.get(b.broker, [])
             brokers.append(d)
-        doc = {
+        doc: dict[str, object] = {
             "capture": self.capture.to_json(),
             "brokers": brokers,
             "clients": [c.to_json() for c in self.clients],

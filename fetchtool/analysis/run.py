@@ -37,7 +37,8 @@ class _Totals:
 
     def __init__(self) -> None:
         self.exchanges = self.fetch = self.snapshot = 0
-        self.first_ts = self.last_ts = None
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
         self.request_bytes = self.response_bytes = self.records = 0
 
     def add(self, ex: Exchange) -> None:
@@ -185,8 +186,8 @@ class Kept:
             b.refused += o.refused
             b.errors.update(o.errors)
             b.clients |= o.clients
-        for key, o in other.clients.items():
-            self.clients.setdefault(key, _KeptClient()).merge(o)
+        for key, oc in other.clients.items():
+            self.clients.setdefault(key, _KeptClient()).merge(oc)
 
     def broker(self, summary: BrokerSummary) -> BrokerSummary:
         """A broker's summary with the kept exchanges' counts. Its cache (max live sessions) stays the broker's;
@@ -243,7 +244,7 @@ class AnalysisPass:
             self.partition_errors.feed(it, obs.client.host)
             self.timeline.feed(it)
             self.savings.feed(it)
-            if self.kept is not None and self.only(it):
+            if self.kept is not None and self.only is not None and self.only(it):
                 self.kept.add(it, obs)
             return obs
         # OrphanResponse: a response whose request is not in the capture

@@ -62,6 +62,7 @@ def main(
     reading.require_traffic()
     result = est.result().to_json()
     warn_if_nothing_matched(result["total"]["exchanges"] > 0, client, broker)
+    text: str | None
     if format == "jsonl":
         text = "\n".join(lines) + ("\n" if lines else "")
     elif format == "json":

@@ -55,7 +55,7 @@ def main(
     refusals = tally.most_first()
     unused = analysis.never_used or choose(analysis.sessions, None).never_used  # counted over every session
     if format == "json":
-        doc = {"sessions": [dict(s.to_json(), steps=[st.to_json() for st in s.steps]) for s in analysis.sessions],
+        doc: dict[str, object] = {"sessions": [dict(s.to_json(), steps=[st.to_json() for st in s.steps]) for s in analysis.sessions],
                "refused": [r.to_json() for r in refusals],
                "never_used": [{"broker": s.broker, "session_id": s.session_id, "client": s.owner,
                                "created_request_frame": s.created_request_frame} for s in unused.first]}

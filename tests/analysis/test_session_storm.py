@@ -77,3 +77,20 @@ def test_savings_sizes_every_exchange_of_the_storm(storm):
     assert doc["total"]["exchanges"] == truth["exchanges"]
     (client,) = doc["per_client"]
     assert client["addresses_total"] == truth["connections"] and len(client["addresses"]) == 1000
+
+
+@pytest.mark.parametrize("slots", [2, 3, 4096])
+def test_the_reader_process_reuses_endpoint_numbers_without_mixing_up_connections(tmp_path, monkeypatch, slots):
+    """The reader process numbers endpoints for the pipe and reuses the oldest number past ENDPOINT_SLOTS (a
+    storm has two endpoints per connection): every event still names its own connection's endpoints."""
+    from fetchtool.capture import streams
+
+    path = tmp_path / "storm.pcap"
+    subprocess.run([sys.executable, str(REPO / "bench" / "session_storm.py"), str(path), "--sessions", "300"],
+                   check=True, capture_output=True, env=_env())
+    here = [(type(e).__name__, e.conn, getattr(e, "src", None), getattr(e, "dst", None), e.frame)
+            for e in streams.stream_set_events_here([streams.FileRead(path)])]
+    monkeypatch.setattr(streams, "ENDPOINT_SLOTS", slots)  # read by the forked child
+    child = [(type(e).__name__, e.conn, getattr(e, "src", None), getattr(e, "dst", None), e.frame)
+             for e in streams.stream_set_events_in_child([streams.FileRead(path)])]
+    assert child == here and len({e[2] for e in here if e[2]}) == 301

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.text import Text
@@ -120,7 +120,7 @@ def findings_view(a: Analysis):
     Blocks rather than a table, so a long message and its advice stay readable in an 80-column terminal."""
     if not a.findings:
         return Panel("No findings.", title="Findings", expand=False)
-    parts = []
+    parts: list[RenderableType] = []
     for sev in (ERROR, WARNING, INFO):
         fs = [f for f in a.findings if f.severity == sev]
         if not fs:

@@ -331,33 +331,34 @@ class SavingsEstimator:
         pair[1] += s.actual_bytes
         self.total.add(s)
         ck = (pk[0], ex.client_id)
-        t = self.per_client.get(ck)
-        if t is None:
-            t = self.per_client[ck] = Tally()
-        t.add(s)
+        tally = self.per_client.get(ck)
+        if tally is None:
+            tally = self.per_client[ck] = Tally()
+        tally.add(s)
         seen = self.addresses.setdefault(ck, {})
         if ex.client not in seen:
             seen[ex.client] = (ex.ts if ex.ts is not None else float("inf"), ex.file, ex.request_frame or 0)
-        t = self.per_broker.get(ex.broker)
-        if t is None:
-            t = self.per_broker[ex.broker] = Tally()
-        t.add(s)
+        tally = self.per_broker.get(ex.broker)
+        if tally is None:
+            tally = self.per_broker[ex.broker] = Tally()
+        tally.add(s)
         return s
 
     def merge(self, other: SavingsEstimator) -> None:
         """Fold in an estimate of other streams (state is per client stream, so per-broker estimates add up to
         the one-pass estimate). The other's per-stream models are not taken: only its results are."""
         self.total.merge(other.total)
-        for mine, theirs in ((self.per_client, other.per_client), (self.per_broker, other.per_broker)):
-            for key, tally in theirs.items():
-                mine.setdefault(key, Tally()).merge(tally)
-        for file, (first, last) in other.spans.items():
-            span = self.spans.setdefault(file, [first, last])
-            span[0], span[1] = min(span[0], first), max(span[1], last)
+        for key, tally in other.per_client.items():
+            self.per_client.setdefault(key, Tally()).merge(tally)
+        for name, tally in other.per_broker.items():
+            self.per_broker.setdefault(name, Tally()).merge(tally)
+        for file, (start, end) in other.spans.items():
+            span = self.spans.setdefault(file, [start, end])
+            span[0], span[1] = min(span[0], start), max(span[1], end)
         for key, seen in other.addresses.items():
-            mine = self.addresses.setdefault(key, {})
+            known = self.addresses.setdefault(key, {})
             for address, first in seen.items():
-                mine[address] = min(mine.get(address, first), first)
+                known[address] = min(known.get(address, first), first)
         self.snapshot_exchanges += other.snapshot_exchanges
         self.model_errors += other.model_errors
         self.granting |= other.granting

@@ -82,12 +82,13 @@ class TrackedSession:
         "created_on_reconnect", "replica_id", "forgotten_keys",
     )  # fmt: skip
 
-    def __init__(self, broker: str, session_id: int, ex: Exchange, client_key: tuple) -> None:
+    def __init__(self, broker: str, session_id: int, ex: Exchange, client_key: tuple,
+                 client_id: str | None = None) -> None:
         self.broker = broker
         self.session_id = session_id
         self.client_key = client_key
         self.client = ex.client
-        self.client_id = ex.client_id
+        self.client_id = client_id if client_id == ex.client_id else ex.client_id  # its client's string (memory)
         self.file = ex.file
         self.created_request_frame = self.created_response_frame = self.created_ts = None
         self.created_version = None
@@ -143,11 +144,12 @@ class TrackedSession:
 
 class TrackedClient:
     __slots__ = ("client_id", "host", "addresses", "brokers", "software", "versions", "kinds", "exchanges",
-                 "sessions", "errors", "conns", "broker_versions")  # fmt: skip
+                 "sessions", "errors", "conns", "broker_versions", "key")  # fmt: skip
 
     def __init__(self, client_id: str | None, host: str) -> None:
         self.client_id = client_id
         self.host = host
+        self.key = (host, client_id)
         self.addresses: dict[str, None] = {}
         self.brokers: dict[str, None] = {}
         self.software: dict[str, None] = {}
@@ -225,6 +227,12 @@ class SessionTracker:
         self.clients: dict[tuple, TrackedClient] = {}
         self.brokers: dict[str, TrackedBroker] = {}
         self.sessions: list[TrackedSession] = []  # every session seen, in order of first sight
+        self._keys: dict[tuple, tuple] = {}  # partition keys, interned
+        self._versions: dict[frozenset[int], frozenset[int]] = {}  # versions_before sets, interned
+
+    def _frozen(self, versions) -> frozenset[int]:
+        f = frozenset(versions)
+        return self._versions.setdefault(f, f)
 
     # -- feeding -------------------------------------------------------------------------------------------
     def feed(self, ex: Exchange) -> Observation:
@@ -233,6 +241,7 @@ class SessionTracker:
         client = self.clients.get(ckey)
         if client is None:
             client = self.clients[ckey] = TrackedClient(ex.client_id, host)
+        ckey = client.key  # the first one: sessions keep it (memory: one tuple per client, not per session)
         broker = self.brokers.get(ex.broker)
         if broker is None:
             broker = self.brokers[ex.broker] = TrackedBroker(ex.broker)
@@ -293,7 +302,7 @@ class SessionTracker:
             if ex.error_code == 0 and rsid:
                 kind = FULL_CREATE
                 created = self._create(ex, rsid, client, broker, ckey)
-                created.versions_before = frozenset(client.broker_versions.get(ex.broker, ()))
+                created.versions_before = self._frozen(client.broker_versions.get(ex.broker, ()))
                 created.created_on_reconnect = reconnected
             elif ex.error_code == 0 and rsid == 0 and ex.response_partitions is not None:
                 throttled = (ex.throttle_time_ms or 0) > 0 and not ex.response_partitions and ex.partitions
@@ -311,14 +320,15 @@ class SessionTracker:
         old = broker.sessions.get(rsid)
         if old is not None and old.live:  # an id reused: the old one must be gone
             self._end(old, LOST, "its id was issued again to a new session", ex.response_frame, ex.ts)
-        s = TrackedSession(broker.broker, rsid, ex, ckey)
+        s = TrackedSession(broker.broker, rsid, ex, ckey, client.client_id)
         s.created_request_frame = ex.request_frame
         s.created_response_frame = ex.response_frame
         # Kafka creates the session (creationMs) when it builds the response, after the long poll.
         s.created_ts = ex.response_ts if ex.response_ts is not None else ex.ts
         s.created_version = ex.api_version
         s.uses_topic_ids = ex.api_version >= 13
-        s.parts = {partition_key(p) for p in ex.request_partitions}
+        keys = self._keys  # one tuple per partition key, shared by the sessions that hold it (memory)
+        s.parts = {keys.setdefault(k, k) for k in map(partition_key, ex.request_partitions)}
         s.max_parts = len(s.parts)
         s.expected_epoch = next_epoch(INITIAL_EPOCH)
         s.last_epoch = INITIAL_EPOCH
@@ -341,7 +351,7 @@ class SessionTracker:
         s = broker.sessions.get(sid) if sid else None
         if s is None:
             # Alive before the capture started (or never existed): reconstruct it from here on.
-            s = TrackedSession(broker.broker, sid, ex, ckey)
+            s = TrackedSession(broker.broker, sid, ex, ckey, client.client_id)
             s.before_capture = True
             s.uses_topic_ids = ex.api_version >= 13
             broker.sessions[sid] = s
