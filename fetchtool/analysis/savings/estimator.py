@@ -218,6 +218,7 @@ class SavingsResult:
     notes: list[str] = field(default_factory=list)
     granting: frozenset[str] = frozenset()  # brokers shown to keep sessions (refusal_cause)
     addresses: dict[tuple[str, str | None], dict[str, tuple]] = field(default_factory=dict)  # see SavingsEstimator
+    address_counts: dict[tuple[str, str | None], int] = field(default_factory=dict)  # every address, counted
 
     def connections(self, key: tuple[str, str | None]) -> list[str]:
         """A client's ip:port in the order it first fetched on them."""
@@ -233,8 +234,9 @@ class SavingsResult:
             # contract: `client` is an ip:port (the first connection's); `addresses` (extension) lists them all
             row = {"client": addresses[0], "client_id": client_id, "host": host,
                    "addresses": addresses[:JSON_LIST], **t.to_json(d, g)}
-            if len(addresses) > JSON_LIST:  # a client of 100,000 connections: the first ones, and how many
-                row["addresses_total"] = len(addresses)
+            total = self.address_counts.get((host, client_id), len(addresses))
+            if total > JSON_LIST:  # a client of 100,000 connections: the first ones, and how many
+                row["addresses_total"] = total
             clients.append(row)
         brokers = [{"broker": b, **t.to_json(d, g)}
                    for b, t in sorted(self.per_broker.items(), key=lambda kv: (-kv[1].saved_bytes, kv[0]))]
@@ -254,6 +256,7 @@ class SavingsEstimator:
         # (host, client id) -> ip:port -> (first request ts, frame): orders the connections the same way whichever
         # engine split the exchanges (a min over parts, not the order the parts arrive in)
         self.addresses: dict[tuple[str, str | None], dict[str, tuple]] = {}
+        self.address_sets: dict[tuple[str, str | None], set[str]] = {}  # every address (the count)
         self.per_broker: dict[str, Tally] = {}
         self.spans: dict[str, list[float]] = {}   # file -> [first, last] timestamp
         self.snapshot_exchanges = 0
@@ -335,9 +338,15 @@ class SavingsEstimator:
         if tally is None:
             tally = self.per_client[ck] = Tally()
         tally.add(s)
-        seen = self.addresses.setdefault(ck, {})
-        if ex.client not in seen:
+        every = self.address_sets.get(ck)
+        if every is None:
+            every = self.address_sets[ck] = set()
+        if ex.client not in every:
+            every.add(ex.client)
+            seen = self.addresses.setdefault(ck, {})
             seen[ex.client] = (ex.ts if ex.ts is not None else float("inf"), ex.file, ex.request_frame or 0)
+            if len(seen) >= 2 * JSON_LIST:
+                _keep_first(seen)
         tally = self.per_broker.get(ex.broker)
         if tally is None:
             tally = self.per_broker[ex.broker] = Tally()
@@ -359,6 +368,10 @@ class SavingsEstimator:
             known = self.addresses.setdefault(key, {})
             for address, first in seen.items():
                 known[address] = min(known.get(address, first), first)
+            if len(known) >= 2 * JSON_LIST:
+                _keep_first(known)
+        for key, every in other.address_sets.items():
+            self.address_sets.setdefault(key, set()).update(every)
         self.snapshot_exchanges += other.snapshot_exchanges
         self.model_errors += other.model_errors
         self.granting |= other.granting
@@ -403,7 +416,16 @@ class SavingsEstimator:
                          f"(no sessions in KIP-630).")
         duration = sum(last - first for first, last in self.spans.values())
         return SavingsResult(self.total, self.per_client, self.per_broker, duration or None,
-                             self.snapshot_exchanges, notes, frozenset(self.granting), self.addresses)
+                             self.snapshot_exchanges, notes, frozenset(self.granting), self.addresses,
+                             {k: len(v) for k, v in self.address_sets.items()})
+
+
+def _keep_first(seen: dict[str, tuple]) -> None:
+    """Keeps the JSON_LIST addresses first used (the ones a report lists): the others can never come back
+    among them, since an address's first use only moves earlier when parts merge, and merged parts keep theirs."""
+    first = sorted(seen.items(), key=lambda kv: (kv[1], kv[0]))[:JSON_LIST]
+    seen.clear()
+    seen.update(first)
 
 
 def _count(n: int, word: str) -> str:

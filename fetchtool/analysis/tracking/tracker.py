@@ -39,6 +39,7 @@ from fetchtool.analysis.model import (
 FETCH_SESSION_ID_NOT_FOUND = 70
 MAX_STEPS = 2000  # per session; the rest is counted, not kept (memory bound on long captures)
 RECENT = 16  # requests per session kept for duplicate / concurrency evidence
+SHARED_PARTS = 64  # sessions created with up to this many partitions share the set until it changes
 
 
 def host_of(address: str) -> str:
@@ -94,7 +95,8 @@ class TrackedSession:
         self.created_version = None
         self.before_capture = False
         self.first_partitions = ex.partitions
-        self.parts: set = set()
+        # a frozenset shared by the sessions created with the same partitions, until one changes (memory)
+        self.parts: set | frozenset = set()
         self.max_parts = 0
         self.incremental = 0
         self.errors = 0
@@ -228,6 +230,7 @@ class SessionTracker:
         self.brokers: dict[str, TrackedBroker] = {}
         self.sessions: list[TrackedSession] = []  # every session seen, in order of first sight
         self._keys: dict[tuple, tuple] = {}  # partition keys, interned
+        self._part_sets: dict[frozenset, frozenset] = {}  # sessions' partitions at creation, interned
         self._versions: dict[frozenset[int], frozenset[int]] = {}  # versions_before sets, interned
 
     def _frozen(self, versions) -> frozenset[int]:
@@ -328,7 +331,8 @@ class SessionTracker:
         s.created_version = ex.api_version
         s.uses_topic_ids = ex.api_version >= 13
         keys = self._keys  # one tuple per partition key, shared by the sessions that hold it (memory)
-        s.parts = {keys.setdefault(k, k) for k in map(partition_key, ex.request_partitions)}
+        parts = frozenset(keys.setdefault(k, k) for k in map(partition_key, ex.request_partitions))
+        s.parts = self._part_sets.setdefault(parts, parts) if len(parts) <= SHARED_PARTS else set(parts)
         s.max_parts = len(s.parts)
         s.expected_epoch = next_epoch(INITIAL_EPOCH)
         s.last_epoch = INITIAL_EPOCH
@@ -429,9 +433,11 @@ class SessionTracker:
     def _apply(self, s: TrackedSession, ex: Exchange, client: TrackedClient | None = None) -> tuple[int, int]:
         if s.before_capture:
             return self._apply_unknown_start(s, ex, client)
-        parts = s.parts
-        before = len(parts)
         rows = ex.request_partitions
+        if not rows:
+            return 0, _forget(s, ex, remember=False)
+        parts = _own_parts(s)
+        before = len(parts)
         # (topic id or name, partition) per row; in C when every row has an id, or none has one (the usual cases)
         ids = list(map(_topic_id, rows))
         if all(ids):
@@ -450,7 +456,7 @@ class SessionTracker:
         the capture shows it new: forgotten earlier in the capture, fetched by the same client from another
         broker in the capture (its leader moved here), or with nothing fetched yet (offset 0, no last fetched
         epoch), which a client only sends for a partition it starts fetching."""
-        parts, gone = s.parts, s.forgotten_keys
+        parts, gone = _own_parts(s), s.forgotten_keys
         added = 0
         for p in ex.request_partitions:
             k = (p.topic_id or p.topic, p.partition)
@@ -520,22 +526,31 @@ _id_and_partition = attrgetter("topic_id", "partition")
 _name_and_partition = attrgetter("topic", "partition")
 
 
+def _own_parts(s: TrackedSession) -> set:
+    """The session's partitions as its own set (a shared frozenset is copied the first time it changes)."""
+    parts = s.parts
+    if isinstance(parts, frozenset):
+        parts = s.parts = set(parts)
+    return parts
+
+
 def _forget(s: TrackedSession, ex: Exchange, remember: bool) -> int:
     """Drops the request's forgotten partitions from the session; how many it held. ``remember``: keep every
     forgotten key (a session alive before the capture, whose later re-adds are then known to be new)."""
-    parts = s.parts
     forgotten = 0
-    for p in ex.forgotten_partitions:
-        k = (p.topic_id or p.topic, p.partition)
-        if remember:
-            if s.forgotten_keys is None:
-                s.forgotten_keys = set()
-            s.forgotten_keys.add(k)
-        if k in parts:
-            parts.discard(k)
-            forgotten += 1
-    if len(parts) > s.max_parts:
-        s.max_parts = len(parts)
+    if ex.forgotten_partitions:
+        parts = _own_parts(s)
+        for p in ex.forgotten_partitions:
+            k = (p.topic_id or p.topic, p.partition)
+            if remember:
+                if s.forgotten_keys is None:
+                    s.forgotten_keys = set()
+                s.forgotten_keys.add(k)
+            if k in parts:
+                parts.discard(k)
+                forgotten += 1
+    if len(s.parts) > s.max_parts:
+        s.max_parts = len(s.parts)
     return forgotten
 
 

@@ -217,11 +217,19 @@ class TrafficTracker:
 
     def session_stats(self) -> dict[int, TrafficStats]:
         """id(TrackedSession) -> stats (the sessions live as long as the SessionTracker that made them)."""
-        groups: dict[int, list] = {}
+        # a session fetched by one client (the usual case) is its one cell: read as it is, not copied (memory)
+        out: dict[int, TrafficStats] = {}
+        shared: dict[int, list] = {}
         for (_c, _b, session), (st, _p) in self.cells.items():
             if session is not None:
-                groups.setdefault(id(session), []).append(st)
-        return {k: merged(v) for k, v in groups.items()}
+                k = id(session)
+                if k in out:
+                    shared.setdefault(k, [out[k]]).append(st)
+                else:
+                    out[k] = st
+        for k, cells in shared.items():
+            out[k] = merged(cells)
+        return out
 
     @staticmethod
     def _checkable(ex: Exchange, obs, rp) -> bool:
