@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", type=int, default=100_000)
     ap.add_argument("--capture", type=Path, default=None)
     ap.add_argument("--no-tshark", action="store_true")
+    ap.add_argument("--only", action="append", default=[], metavar="LABEL",
+                    help="run only the commands whose label starts with this (repeatable), e.g. 'analyze --format json'")
     args = ap.parse_args(argv)
     capture = args.capture or Path(tempfile.gettempdir()) / f"storm{args.sessions}.pcap"
     if not capture.exists():
@@ -59,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'command':32} {'wall s':>8} {'max RSS MB':>11} {'output bytes':>14}")
     with tempfile.TemporaryDirectory() as tmp:
         for label, cmd in COMMANDS:
+            if args.only and not any(label.startswith(o) for o in args.only):
+                continue
             r = timed(["fetchtool", *cmd, str(capture)], Path(tmp) / "out")
             flag = "" if r["exit"] == 0 else f"  (exit {r['exit']})"
             print(f"{label:32} {r['wall_s']:>8} {r['max_rss_mb']:>11} {r['output_bytes']:>14,}{flag}")
