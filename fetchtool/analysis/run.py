@@ -318,6 +318,11 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
                     run.connection_ended(conn)
                 ended.clear()
             feed(it)
+    # the savings are complete: sum them up and let the per-connection models go before the findings replay
+    # each broker's cache (peak memory: that replay beside the state of the pass)
+    savings = run.savings.result().to_json()
+    run.savings.release()
+    run.tracker.fed()
     engine = run.engine
     decode = {}
     if decode_report is not None:
@@ -333,7 +338,7 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
         clients=clients,
         sessions=shown.sessions,
         findings=findings,
-        savings=run.savings.result().to_json(),
+        savings=savings,
         partition_errors=tuple(run.partition_errors.rows()),
         sessions_total=shown.total,
         never_used=shown.never_used,

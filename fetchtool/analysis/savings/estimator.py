@@ -257,6 +257,7 @@ class SavingsEstimator:
         # engine split the exchanges (a min over parts, not the order the parts arrive in)
         self.addresses: dict[tuple[str, str | None], dict[str, tuple]] = {}
         self.address_sets: dict[tuple[str, str | None], set[str]] = {}  # every address (the count)
+        self._counted: dict[tuple[str, str | None], int] = {}  # their counts, once release() dropped them
         self.per_broker: dict[str, Tally] = {}
         self.spans: dict[str, list[float]] = {}   # file -> [first, last] timestamp
         self.snapshot_exchanges = 0
@@ -272,6 +273,19 @@ class SavingsEstimator:
         self.parked: OrderedDict[int, StreamModel] = OrderedDict()
         self._released: set[int] = set()  # hashes of the _by_session keys of released models
         self.released_misses = 0  # continuations of a session whose model had been released
+
+    def release(self) -> None:
+        """Nothing more will be fed: the per-connection models and address sets go (result() still holds; only
+        `per_pair` and the sums are read after this). Memory for the findings' cache replay that follows."""
+        counts = {k: len(v) for k, v in self.address_sets.items()}
+        self.address_sets = {}
+        self._counted = counts
+        self.streams.clear()
+        self.parked.clear()
+        self._by_session.clear()
+        self._session_keys.clear()
+        self._released.clear()
+        self.open_conns.clear()
 
     def connection_ended(self, conn: int) -> None:
         """A connection closed (decoder.DecodeRun.ended): its model leaves `streams`; a model holding a session
@@ -417,7 +431,7 @@ class SavingsEstimator:
         duration = sum(last - first for first, last in self.spans.values())
         return SavingsResult(self.total, self.per_client, self.per_broker, duration or None,
                              self.snapshot_exchanges, notes, frozenset(self.granting), self.addresses,
-                             {k: len(v) for k, v in self.address_sets.items()})
+                             self._counted or {k: len(v) for k, v in self.address_sets.items()})
 
 
 def _keep_first(seen: dict[str, tuple]) -> None:

@@ -497,6 +497,12 @@ class SessionTracker:
     def _end(s: TrackedSession, end: str, reason: str, frame, ts) -> None:
         s.end, s.end_reason, s.end_frame, s.end_ts = end, reason, frame, ts
 
+    def fed(self) -> None:
+        """Nothing more will be fed: the sessions' recent requests (evidence for the findings made while feeding)
+        are dropped before the findings' cache replay adds its own state (memory)."""
+        for s in self.sessions:
+            s.recent.clear()
+
     def connection_ended(self, conn: int) -> None:
         """A closed connection (decoder.DecodeRun.ended) with nothing in flight can never be one of a lost
         broker's cut connections (connections.broker_losses): its state goes (memory)."""
