@@ -26,6 +26,18 @@ from .exchange import Exchange
 from .protocol.connection import DecodeContext, KafkaConnection, OrphanResponse
 from .protocol.report import DecodeReport
 
+_AFTER_EVERY_ITEM = 1 << 62  # sorts after any correlation id
+
+
+class _Ended:
+    """A connection's end, queued behind its items (decode_events' ``ended``)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: int) -> None:
+        self.conn = conn
+
+
 __all__ = ["decode_capture", "decode_events", "DecodeRun", "DecodeReport", "OrphanResponse", "CaptureError"]
 
 
@@ -37,11 +49,14 @@ class DecodeRun:
     the files, frames counting on from file to file (`mergecap -a` numbering), rows labelled with the set's
     label ("cap.pcap+2"); the report lists every file. Other files are decoded each on its own."""
 
-    def __init__(self, paths: Iterable[str | os.PathLike], ports: Iterable[int] | None = None):
+    def __init__(self, paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None):
         self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         self.ports = None if ports is None else frozenset(int(p) for p in ports)
         self.report = DecodeReport()
         self._topic_names: dict[str, dict[str, str]] = {}  # broker -> topic id -> name, across files
+        # Ids (Exchange.conn) of connections that closed and whose every item has been yielded, in that order:
+        # a consumer may drain it between items and drop what it keeps per connection (analysis.run).
+        self.ended: list[int] = []
 
     def __iter__(self) -> Iterator[Exchange | OrphanResponse]:
         read_any = False
@@ -57,14 +72,15 @@ class DecodeRun:
             reads = [FileRead(path) for path in group]
             try:
                 events = stream_set_events(reads)
-                yield from decode_events(events, set_label(names), self.ports, self.report, self._topic_names)
+                yield from decode_events(events, set_label(names), self.ports, self.report, self._topic_names,
+                                          self.ended)
             except (CaptureError, OSError) as exc:  # the reader process stopped: the set's files are not all read
                 unreadable(unreadable_line(exc))
             finally:
                 for read, name in zip(reads, names):
-                    stats, exc = read.stats, read.error
-                    if exc is not None:
-                        unreadable(unreadable_line(exc, read.path))
+                    stats, failure = read.stats, read.error
+                    if failure is not None:
+                        unreadable(unreadable_line(failure, read.path))
                         read_any = read_any or stats.decoded_any
                     elif stats.gave_nothing:  # its damage is a counted warning; the error if no file is read
                         errors.append(stats.nothing_read(name))
@@ -86,12 +102,14 @@ def decode_events(
     ports: frozenset[int] | None = None,
     report: DecodeReport | None = None,
     topic_names: dict[str, dict[str, str]] | None = None,
+    ended: list[int] | None = None,
 ) -> Iterator[Exchange | OrphanResponse]:
-    """The protocol half on its own: stream events (of one file) in, items out in request order."""
+    """The protocol half on its own: stream events (of one file) in, items out in request order. ``ended``: where
+    to append the id of each connection that closed once its last item has been yielded."""
     report = report if report is not None else DecodeReport()
     pending: list[tuple[int, int, int]] = []  # heap of (request frame, conn, correlation id) awaiting responses
-    resolved: dict[tuple[int, int, int], int] = {}
-    ready: list[tuple[tuple[int, int, int], int, object]] = []
+    resolved: dict[tuple[int | None, int, int], int] = {}
+    ready: list[tuple[tuple[int | None, int, int], int, object]] = []
     seq = 0
     ctx = DecodeContext(file, report, ports, topic_names if topic_names is not None else {},
                         lambda key: heapq.heappush(pending, key))
@@ -126,16 +144,24 @@ def decode_events(
                 elif limit is None or (since, 0, 0) < limit:
                     limit = (since, 0, 0)
         while ready and (limit is None or ready[0][0] < limit):
-            yield heapq.heappop(ready)[2]
+            it = heapq.heappop(ready)[2]
+            if type(it) is _Ended:
+                ended.append(it.conn)  # type: ignore[union-attr]  # markers are only pushed with a list
+            else:
+                yield it
 
     for ev in events:
-        kind = type(ev)
-        if kind is ConnectionClosed:
+        if isinstance(ev, ConnectionClosed):
             c = conns.pop(ev.conn, None)
             if c is not None:
                 items = c.close()
+                if ended is not None:
+                    # after every item of the connection: they all completed by the frame that closed it
+                    heapq.heappush(ready, ((ev.frame, c.conn, _AFTER_EVERY_ITEM), seq, _Ended(c.conn)))
+                    seq += 1
                 if items:
                     push(items)
+                if items or ended is not None:
                     yield from drain(False)
             continue
         c = conns.get(ev.conn)
@@ -143,7 +169,7 @@ def decode_events(
             report.connections += 1   # ids are unique within a decode run, across files: the count so far
             c = conns[ev.conn] = KafkaConnection(report.connections, ctx)
             detecting.add(c)
-        if kind is StreamGap:
+        if isinstance(ev, StreamGap):
             report.gaps += 1
             report.lost_bytes += ev.lost_bytes
         items = c.feed(ev)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: model stays importable from everywhere (no cycles)
     from fetchtool.analysis.diagnosis.occupancy import Occupancy
+    from fetchtool.analysis.shown import NeverUsed
     from fetchtool.analysis.tracking.timeline import Timeline
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -23,6 +24,8 @@ FULL_CREATE = "full_create"  # a full request whose response created a session
 INCREMENTAL = "incremental"  # (id, n > 0) (and the anomalous n <= -2)
 CLOSE = "close"  # (id, -1): close the session, no new one
 SNAPSHOT = "snapshot"  # FetchSnapshot (KIP-630)
+
+JSON_LIST = 1000  # a client's addresses and sessions listed in JSON; the rest counted
 
 # How a session ended.
 ALIVE, CLOSED, EVICTED, LOST = "alive", "closed", "evicted", "lost"
@@ -209,11 +212,16 @@ class ClientSummary:
     def to_json(self) -> dict:
         d = asdict(self)
         d.pop("traffic")
-        d["addresses"] = list(self.addresses)
+        d["addresses"] = list(self.addresses[:JSON_LIST])
         d["client"] = self.addresses[0] if self.addresses else self.host
         d["brokers"] = list(self.brokers)
         d["software"] = list(self.software)
-        d["sessions"] = [{"broker": b, "session_id": s} for b, s in self.sessions]
+        d["sessions"] = [{"broker": b, "session_id": s} for b, s in self.sessions[:JSON_LIST]]
+        # a client of 100,000 connections: the first JSON_LIST of each list, and how many there are (extension)
+        if len(self.addresses) > JSON_LIST:
+            d["addresses_total"] = len(self.addresses)
+        if len(self.sessions) > JSON_LIST:
+            d["sessions_total"] = len(self.sessions)
         if self.traffic is not None:
             d["traffic"] = self.traffic.to_json()
         return d
@@ -276,6 +284,14 @@ class Analysis:
     findings: tuple[Finding, ...]
     savings: dict
     partition_errors: tuple[PartitionErrorRow, ...] = ()  # extension
+    # extension: the sessions in the capture when `sessions` lists only some of them (analysis.shown; None: all)
+    sessions_total: int | None = None
+    never_used: NeverUsed | None = None  # sessions nobody used, counted over all of them (analysis.shown)
+
+    @property
+    def sessions_more(self) -> int:
+        """Sessions in the capture that `sessions` does not list."""
+        return 0 if self.sessions_total is None else self.sessions_total - len(self.sessions)
 
     def to_json(self) -> dict:
         """The `analyze --format json` contract; each broker's partition errors are an extension of its object
@@ -288,7 +304,7 @@ class Analysis:
             d = b.to_json()
             d["partition_errors"] = by_broker.get(b.broker, [])
             brokers.append(d)
-        return {
+        doc: dict[str, object] = {
             "capture": self.capture.to_json(),
             "brokers": brokers,
             "clients": [c.to_json() for c in self.clients],
@@ -296,3 +312,7 @@ class Analysis:
             "findings": [f.to_json() for f in self.findings],
             "savings": self.savings,
         }
+        if self.sessions_more:  # a bounded list says so (extension keys, only then)
+            doc["sessions_total"] = self.sessions_total
+            doc["sessions_more"] = f"{self.sessions_more:,} more sessions, --sessions all to list them"
+        return doc

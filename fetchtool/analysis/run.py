@@ -9,7 +9,7 @@ engine); `analyze_capture` adds the decoder at the edge.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from operator import attrgetter
 
@@ -22,6 +22,7 @@ from fetchtool.analysis.diagnosis.findings import FindingsEngine
 from fetchtool.analysis.diagnosis.software_notes import annotate
 from fetchtool.analysis.model import Analysis, BrokerSummary, CaptureSummary, ClientSummary, Finding, SessionLife
 from fetchtool.analysis.savings.estimator import SavingsEstimator
+from fetchtool.analysis.shown import choose
 from fetchtool.analysis.tracking.partition_errors import PartitionErrors
 from fetchtool.analysis.tracking.timeline import TimelineTracker
 from fetchtool.analysis.tracking.tracker import Observation, SessionTracker, host_of
@@ -36,7 +37,8 @@ class _Totals:
 
     def __init__(self) -> None:
         self.exchanges = self.fetch = self.snapshot = 0
-        self.first_ts = self.last_ts = None
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
         self.request_bytes = self.response_bytes = self.records = 0
 
     def add(self, ex: Exchange) -> None:
@@ -184,8 +186,8 @@ class Kept:
             b.refused += o.refused
             b.errors.update(o.errors)
             b.clients |= o.clients
-        for key, o in other.clients.items():
-            self.clients.setdefault(key, _KeptClient()).merge(o)
+        for key, oc in other.clients.items():
+            self.clients.setdefault(key, _KeptClient()).merge(oc)
 
     def broker(self, summary: BrokerSummary) -> BrokerSummary:
         """A broker's summary with the kept exchanges' counts. Its cache (max live sessions) stays the broker's;
@@ -242,12 +244,26 @@ class AnalysisPass:
             self.partition_errors.feed(it, obs.client.host)
             self.timeline.feed(it)
             self.savings.feed(it)
-            if self.kept is not None and self.only(it):
+            if self.kept is not None and self.only is not None and self.only(it):
                 self.kept.add(it, obs)
             return obs
         # OrphanResponse: a response whose request is not in the capture
         self.engine.request_missing(it.file, it.frame, it.ts, it.client, it.broker)
         return None
+
+    def connection_ended(self, conn: int) -> None:
+        """Connection ``conn`` closed and every item of it has been fed (decoder.DecodeRun.ended): what was kept
+        for it alone is folded into the counts (memory bounded by open connections, not by connections seen).
+        The report is the same with or without these calls."""
+        broker = None
+        for name, b in self.tracker.brokers.items():
+            if conn in b.connections:
+                broker = name
+                break
+        self.tracker.connection_ended(conn)
+        if broker is not None:
+            self.engine.session_use.connection_ended(broker, conn)
+        self.savings.connection_ended(conn)
 
     def findings(self) -> list[Finding]:
         """The findings engine's and the traffic findings, in report order (once, at the end)."""
@@ -266,13 +282,15 @@ class AnalysisPass:
 
     def session_lives(self) -> list[SessionLife]:
         """Every session's life, with the traffic of its fetches."""
+        return list(self.iter_session_lives())
+
+    def iter_session_lives(self) -> Iterator[SessionLife]:
+        """session_lives one at a time (a report that lists some keeps only those: analysis.shown)."""
         stats = self.traffic.session_stats()
-        out = []
         for s in self.tracker.sessions:
             st = stats.get(id(s))
             life = s.life()
-            out.append(life if st is None else replace(life, traffic=st.summary()))
-        return out
+            yield life if st is None else replace(life, traffic=st.summary())
 
     def client_summaries(self) -> list:
         stats = self.traffic.client_stats()
@@ -283,12 +301,28 @@ class AnalysisPass:
 def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: int | None = None,
                   cache_shards: int | None = None, decode_report=None,
                   savings_of: Callable[[Exchange], bool] | None = None,
-                  eviction_ms: int = DEFAULT_EVICTION_MS) -> Analysis:  # fmt: skip
-    """Exchanges (and OrphanResponses) in request order -> Analysis. ``savings_of``: see savings_filter."""
+                  eviction_ms: int = DEFAULT_EVICTION_MS, ended: list[int] | None = None,
+                  sessions: int | None = None) -> Analysis:  # fmt: skip
+    """Exchanges (and OrphanResponses) in request order -> Analysis. ``savings_of``: see savings_filter.
+    ``ended``: the decode run's list of closed connections (decoder.DecodeRun.ended), drained as items come.
+    ``sessions``: list at most this many sessions (analysis.shown; None: every one)."""
     run = AnalysisPass(cache_slots, cache_shards, savings_of, files, eviction_ms)
     feed = run.feed
-    for it in items:
-        feed(it)
+    if ended is None:
+        for it in items:
+            feed(it)
+    else:
+        for it in items:
+            if ended:
+                for conn in ended:
+                    run.connection_ended(conn)
+                ended.clear()
+            feed(it)
+    # the savings are complete: sum them up and let the per-connection models go before the findings replay
+    # each broker's cache (peak memory: that replay beside the state of the pass)
+    savings = run.savings.result().to_json()
+    run.savings.release()
+    run.tracker.fed()
     engine = run.engine
     decode = {}
     if decode_report is not None:
@@ -297,15 +331,24 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
     clients = tuple(sorted(run.client_summaries(), key=lambda c: (c.host, c.client_id or "")))
     findings = annotate(tuple(run.findings()), clients, decode_report)
     capture, brokers, clients = kept_view(run.kept, run.totals, run.files, decode, run.broker_summaries(), clients)
+    shown = choose(run.iter_session_lives(), sessions)
     return Analysis(
         capture=capture,
         brokers=brokers,
         clients=clients,
-        sessions=tuple(run.session_lives()),
+        sessions=shown.sessions,
         findings=findings,
-        savings=run.savings.result().to_json(),
+        savings=savings,
         partition_errors=tuple(run.partition_errors.rows()),
+        sessions_total=shown.total,
+        never_used=shown.never_used,
     )
+
+
+def bounded(analysis: Analysis, sessions: int | None) -> Analysis:
+    """The analysis listing at most ``sessions`` sessions (analysis.shown), counted over the ones it lists."""
+    shown = choose(analysis.sessions, sessions)
+    return replace(analysis, sessions=shown.sessions, sessions_total=shown.total, never_used=shown.never_used)
 
 
 def kept_view(kept: Kept | None, totals: _Totals, files, decode: dict, brokers: Iterable[BrokerSummary],
@@ -328,7 +371,7 @@ def analyze_capture(paths, *, ports=None, cache_slots: int | None = None, cache_
 
     run = decode_capture(paths, ports)
     analysis = analyze_items(run, cache_slots=cache_slots, cache_shards=cache_shards, decode_report=run.report,
-                             savings_of=savings_filter(client, broker), eviction_ms=eviction_ms)
+                             savings_of=savings_filter(client, broker), eviction_ms=eviction_ms, ended=run.ended)
     return filtered(analysis, client, broker)
 
 

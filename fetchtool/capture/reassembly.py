@@ -234,7 +234,8 @@ class TcpReassembler:
     def _release(half: _Half, upto: int, seg: Segment, out: list) -> None:
         """Deliver what is contiguous from next_off; holes below `upto` are declared lost on the way."""
         conn, src, dst, frame, ts = half.conn.id, half.src, half.dst, seg.frame, seg.ts
-        nxt, ooo, pieces = half.next_off, half.ooo, []
+        nxt, ooo = half.next_off, half.ooo
+        pieces: list = []
 
         def lost(n: int) -> None:
             if pieces:

@@ -39,6 +39,7 @@ __all__ = ["stream_set_events", "stream_set_events_here", "stream_set_events_in_
 BACKGROUND_MIN_BYTES = 16 * 1024 * 1024  # below this the fork costs more than the overlap gains
 _BATCH_BYTES = 1 << 20
 _BATCH_EVENTS = 512
+ENDPOINT_SLOTS = 4096  # endpoints numbered at once between the reader process and this one
 
 _DATA, _GAP, _CLOSED, _ENDPOINT, _FILE = range(5)
 _REASONS = ("fin", "rst", "reused", "end_of_capture")
@@ -55,7 +56,7 @@ class FileRead:
     """One file of a capture as it was read: what the capture layer counted, and the error that stopped its
     reading (CaptureError or OSError; None when it was read to its end)."""
 
-    path: object
+    path: str | os.PathLike
     stats: CaptureStats = field(default_factory=CaptureStats)
     error: Exception | None = None
 
@@ -131,15 +132,25 @@ def _child(paths: list, fd: int) -> None:
 
 
 def _send(out, paths: list) -> None:
-    endpoints: dict[Endpoint, int] = {}  # -> its number in the batches
+    # -> its number in the batches, oldest first: at most ENDPOINT_SLOTS, the oldest's number reused for a new
+    # one (both processes hold one entry per number, not one per endpoint ever seen: 200,000 on a session storm)
+    endpoints: dict[Endpoint, int] = {}
     descs: list[bytes] = []
     data: list[bytes] = []
     pack = _DESC.pack
 
-    def ep(e: Endpoint) -> int:
+    def ep(e: Endpoint, keep: Endpoint | None = None) -> int:
         i = endpoints.get(e)
         if i is None:
-            i = endpoints[e] = len(endpoints)
+            if len(endpoints) < ENDPOINT_SLOTS:
+                i = len(endpoints)
+            else:  # reuse the oldest number, never the one the same event names beside it (``keep``)
+                old = next(iter(endpoints))
+                if old == keep:
+                    endpoints[old] = endpoints.pop(old)  # now the newest
+                    old = next(iter(endpoints))
+                i = endpoints.pop(old)
+            endpoints[e] = i
             ip = e.ip.encode()
             descs.append(pack(_ENDPOINT, i, e.port, 0, 0, 0.0, len(ip), -1))
             data.append(ip)
@@ -159,16 +170,17 @@ def _send(out, paths: list) -> None:
         if kind is StreamData:
             d = ev.data
             if d is payload and at >= 0:  # the segment's bytes as captured: the parent reads them itself
-                descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst), ev.frame, ev.ts, len(d), at))
+                descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst, ev.src), ev.frame, ev.ts, len(d), at))
             else:  # released out-of-order data, a trimmed retransmission: its bytes travel in the batch
-                descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst), ev.frame, ev.ts, len(d), -1))
+                descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst, ev.src), ev.frame, ev.ts, len(d), -1))
                 data.append(d)
         elif kind is StreamGap:
-            descs.append(pack(_GAP, ev.conn, ep(ev.src), ep(ev.dst), ev.frame, ev.ts, ev.lost_bytes, -1))
+            descs.append(pack(_GAP, ev.conn, ep(ev.src), ep(ev.dst, ev.src), ev.frame, ev.ts, ev.lost_bytes, -1))
         else:
             descs.append(pack(_CLOSED, ev.conn, 0, 0, ev.frame, ev.ts, _REASONS.index(ev.reason), -1))
 
     files: list[tuple] = []  # per file: (stats, error or None)
+    error: tuple | None
     bug = None
     reasm = TcpReassembler()
     frame, ts, offset = 0, 0.0, 0
@@ -231,8 +243,12 @@ def _receive(pipe, reads: list[FileRead]) -> Iterator[StreamEvent]:
                     yield _gap(conn, endpoints[a], endpoints[b], n, frame, ts)
                 elif kind == _CLOSED:
                     yield _closed(conn, _REASONS[n], frame, ts)
-                elif kind == _ENDPOINT:
-                    endpoints.append(Endpoint(blob[pos:pos + n].decode(), a))
+                elif kind == _ENDPOINT:  # endpoint number `conn` is (now) this one
+                    e = Endpoint(blob[pos:pos + n].decode(), a)
+                    if conn < len(endpoints):
+                        endpoints[conn] = e
+                    else:
+                        endpoints.append(e)
                     pos += n
                 else:  # _FILE: the next file of the set
                     file.close()

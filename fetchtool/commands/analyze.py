@@ -13,7 +13,8 @@ from fetchtool.analysis.reports import json_report
 from fetchtool.analysis.reports import markdown as markdown_report
 from fetchtool.analysis.reports import terminal as terminal_report
 from fetchtool.analysis.model import Analysis
-from fetchtool.analysis.run import analyze_items, filtered, savings_filter
+from fetchtool.analysis.run import analyze_items, bounded, filtered, savings_filter
+from fetchtool.analysis.shown import DEFAULT_SESSIONS, parse_sessions
 from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit, fail,
                                       report_console, warn, warn_empty_shards,
                                       warn_if_nothing_matched)
@@ -30,11 +31,13 @@ FORMATS = ("table", "json", "markdown", "html")
 
 def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, broker=None, engine: str = "polars",
          master=None, eviction_ms: int | None = None, window: TimeWindow | None = None,
-         tap=None) -> tuple[Analysis, Reading]:
+         tap=None, sessions: int | None = DEFAULT_SESSIONS) -> tuple[Analysis, Reading]:
     """The analysis of the captures inside ``window``, kept to ``client`` / ``broker`` if given, with the
     decode's warnings on stderr, and the Reading that made it (finish() it once the report is out); or exit
     with a one-line error: nothing could be read (1), no Fetch exchange in it (reading.NO_TRAFFIC). ``tap``:
-    items -> the same items, to count more on the way (the embedded engine only)."""
+    items -> the same items, to count more on the way (the embedded engine only). ``sessions``: list at most
+    this many sessions (analysis.shown; None: all); the embedded engine without --client / --broker keeps only
+    those in memory."""
     from fetchtool.decoder import CaptureError
 
     check_ports(ports)
@@ -52,16 +55,22 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
             from fetchtool.pipeline.spark import SparkUnavailable, analyze_spark
 
             try:
-                analysis = analyze_spark(paths, master=master, ports=ports or None, cache_slots=cache_slots,
-                                         cache_shards=cache_shards, client=client, broker=broker, window=window)
+                analysis = bounded(analyze_spark(paths, master=master, ports=ports or None, cache_slots=cache_slots,
+                                                 cache_shards=cache_shards, client=client, broker=broker,
+                                                 window=window), sessions)
             except SparkUnavailable as exc:
                 fail(str(exc))
         else:
-            # analyze_capture's steps, with the items read through the Reading (window, progress, Ctrl-C)
+            # analyze_capture's steps, with the items read through the Reading (window, progress, Ctrl-C);
+            # --client / --broker count sessions again from all of them (filtered), then bound the list
+            kept = client or broker
             analysis = filtered(analyze_items(
                 (tap or iter)(reading.items()), cache_slots=cache_slots, cache_shards=cache_shards, decode_report=reading.report,
                 savings_of=savings_filter(client, broker),
-                eviction_ms=DEFAULT_EVICTION_MS if eviction_ms is None else eviction_ms), client, broker)
+                eviction_ms=DEFAULT_EVICTION_MS if eviction_ms is None else eviction_ms, ended=reading.run.ended,
+                sessions=None if kept else sessions), client, broker)
+            if kept:
+                analysis = bounded(analysis, sessions)
     except CaptureError as exc:
         fail(str(exc) or "the capture could not be read")
     for line in warning_lines(analysis.capture.decode):
@@ -71,6 +80,19 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
     reading.require_traffic(analysis.capture.exchanges if engine == "spark" else None)
     warn_if_nothing_matched(bool(analysis.clients), client, broker)
     return analysis, reading
+
+
+def sessions_option():
+    return typer.Option(None, "--sessions", help=f"how many sessions the report lists, those that failed first "
+                                                 f"(default {DEFAULT_SESSIONS:,}; 'all': every one)")
+
+
+def sessions_limit(value: str | None) -> int | None:
+    """--sessions N | all (one-line error otherwise)."""
+    try:
+        return parse_sessions(value)
+    except ValueError:
+        bad_option(f"--sessions must be a number >= 0 or 'all', not {value!r}")
 
 
 def _read_for_the_hint(reading: Reading) -> None:
@@ -131,13 +153,15 @@ def main(
     since: Optional[str] = since_option(),
     until: Optional[str] = until_option(),
     width: Optional[int] = width_option(),
+    sessions: Optional[str] = sessions_option(),
 ) -> None:
     check_choice(format, "--format", FORMATS)
+    limit = sessions_limit(sessions)
     check_choice(engine, "--engine", ENGINES)
     if master and engine != "spark":
         bad_option("--master needs --engine spark")
     report_console(width=width)  # a bad --width fails before the capture is read
     analysis, reading = load(capture, port, cache_slots, cache_shards, client, broker, engine, master, eviction_ms,
-                             time_window(since, until, capture))
+                             time_window(since, until, capture), sessions=limit)
     render(analysis, format, output, width, reading.interrupted)
     reading.finish()

@@ -44,8 +44,13 @@ def main(
     est = SavingsEstimator(only=(lambda ex: concerns(ex, client, broker)) if client or broker else None)
     lines: list[str] = []
     reading = Reading(capture, port, time_window(since, until, capture))
+    ended = reading.run.ended  # closed connections: their models are parked, then released (memory)
     try:
         for ex in reading.items():
+            if ended:
+                for conn in ended:
+                    est.connection_ended(conn)
+                ended.clear()
             if isinstance(ex, Exchange):
                 row = est.feed(ex)
                 if row is not None and format == "jsonl":
@@ -57,6 +62,7 @@ def main(
     reading.require_traffic()
     result = est.result().to_json()
     warn_if_nothing_matched(result["total"]["exchanges"] > 0, client, broker)
+    text: str | None
     if format == "jsonl":
         text = "\n".join(lines) + ("\n" if lines else "")
     elif format == "json":

@@ -13,10 +13,11 @@ import typer
 from fetchtool.analysis.reports.terminal import created_text, end_text
 from fetchtool.analysis.reports.timeline import Timeline, rows
 from fetchtool.analysis.run import concerns
-from fetchtool.commands.analyze import load
+from fetchtool.analysis.shown import NeverUsed, choose, more_text
+from fetchtool.commands.analyze import load, sessions_limit, sessions_option
 from fetchtool.commands.options import since_option, until_option, width_option
 from fetchtool.commands.output import check_choice, emit, report_console
-from fetchtool.commands.session_use import RefusalTally, never_used
+from fetchtool.commands.session_use import RefusalTally
 from fetchtool.commands.stamp import stamp_json, stamp_markdown
 from fetchtool.commands.window import time_window
 from fetchtool.commands.wording import count
@@ -43,23 +44,34 @@ def main(
     since: Optional[str] = since_option(),
     until: Optional[str] = until_option(),
     width: Optional[int] = width_option(),
+    sessions: Optional[str] = sessions_option(),
 ) -> None:
     check_choice(format, "--format", FORMATS)
+    limit = sessions_limit(sessions)
     report_console(width=width)  # a bad --width fails before the capture is read
     tally = RefusalTally(only=(lambda ex: concerns(ex, client, broker)) if client or broker else None)
     analysis, reading = load(capture, port, cache_slots, cache_shards, client, broker, eviction_ms=eviction_ms,
-                             window=time_window(since, until, capture), tap=tally.tap)
-    refusals, unused = tally.most_first(), never_used(analysis.sessions)
+                             window=time_window(since, until, capture), tap=tally.tap, sessions=limit)
+    refusals = tally.most_first()
+    unused = analysis.never_used or choose(analysis.sessions, None).never_used  # counted over every session
     if format == "json":
-        doc = {"sessions": [dict(s.to_json(), steps=[st.to_json() for st in s.steps]) for s in analysis.sessions],
+        doc: dict[str, object] = {"sessions": [dict(s.to_json(), steps=[st.to_json() for st in s.steps]) for s in analysis.sessions],
                "refused": [r.to_json() for r in refusals],
                "never_used": [{"broker": s.broker, "session_id": s.session_id, "client": s.owner,
-                               "created_request_frame": s.created_request_frame} for s in unused]}
+                               "created_request_frame": s.created_request_frame} for s in unused.first]}
+        if analysis.sessions_more:  # bounded lists say how many there are (extension keys, only then)
+            doc["sessions_total"] = analysis.sessions_total
+            doc["sessions_more"] = more_text(len(analysis.sessions), analysis.sessions_total or 0)
+        if unused.total > len(unused.first):
+            doc["never_used_total"] = unused.total
         if reading.interrupted:
             doc["interrupted"] = True
         emit(json.dumps(stamp_json(doc), indent=2) + "\n", output)
     elif format == "markdown":
-        emit(stamp_markdown(markdown(analysis.sessions, refusals, unused)), output)
+        text = markdown(analysis.sessions, refusals, unused)
+        if analysis.sessions_more:
+            text += f"\n{more_text(len(analysis.sessions), analysis.sessions_total or 0)}.\n"
+        emit(stamp_markdown(text), output)
     else:
         buf = None if output is None else io.StringIO()
         console = report_console(buf, width=width)
@@ -69,21 +81,21 @@ def main(
             console.print("No fetch sessions" + (f" for client {client}" if client else "") + " in the capture.")
         for s in analysis.sessions:
             console.print(Timeline(s))
+        if analysis.sessions_more:
+            console.print(more_text(len(analysis.sessions), analysis.sessions_total or 0) + " (those that failed "
+                          "are listed first)", highlight=False, markup=False)
         if buf is not None:
             emit(buf.getvalue(), output)
     reading.finish()
 
 
-def use_lines(refusals, unused) -> list[str]:
+def use_lines(refusals, unused: NeverUsed) -> list[str]:
     """One line per client refused, one per client whose sessions went unused."""
     lines = [f"client {r.client}: {count(r.count, 'session-creating fetch')} refused (session id 0) by {r.broker}, "
              f"frames {r.first_frame:,}..{r.last_frame:,}" for r in refusals]
-    by_owner: dict[tuple[str, str], list] = {}
-    for s in unused:
-        by_owner.setdefault((s.owner, s.broker), []).append(s)
-    for (owner, broker), sessions in by_owner.items():
-        ids = ", ".join(str(s.session_id) for s in sessions[:5]) + (", ..." if len(sessions) > 5 else "")
-        lines.append(f"client {owner}: {count(len(sessions), 'session')} created on {broker} but never used "
+    for owner, broker, n, first in unused.groups:
+        ids = ", ".join(str(i) for i in first) + (", ..." if n > len(first) else "")
+        lines.append(f"client {owner}: {count(n, 'session')} created on {broker} but never used "
                      f"incrementally ({ids})")
     return lines
 

@@ -90,6 +90,13 @@ class SessionUse:
                 agg = self.dropped[key] = Agg(ex)
             agg.add(ex.response_frame)
 
+    def connection_ended(self, broker: str, conn: int) -> None:
+        """A closed connection can use its session no more: a session it never used is counted now, as at the
+        end of the capture (memory: one entry per open connection, not per connection ever seen)."""
+        held = self.open.pop((broker, conn), None)
+        if held is not None and not held[1]:
+            held[2].unused += 1
+
     def findings(self, tracker: SessionTracker, savings_by_pair: dict | None) -> list[Finding]:
         """``savings_by_pair``: (host, client id, broker) -> [potential bytes, fetch bytes] from the savings
         estimate (savings.estimator.SavingsEstimator.per_pair); None when no estimate was made."""

@@ -11,6 +11,8 @@ need not know the width: `Console(width=80)`, a pipe, a panel's inside all work.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dataclasses import dataclass
 
 from rich import box
@@ -49,7 +51,7 @@ def _flat(cell: Cell) -> str:
 class Fit:
     """A titled list of rows, drawn as a table or as cards, whichever the width allows (module docstring)."""
 
-    def __init__(self, title: str, cols: tuple[Col, ...], rows: list[tuple[Cell, ...]], caption: str | None = None,
+    def __init__(self, title: str, cols: tuple[Col, ...], rows: Sequence[Sequence[Cell]], caption: str | None = None,
                  empty: str | None = None, label: str = "{}") -> None:
         self.title, self.cols, self.rows, self.caption, self.empty = title, cols, rows, caption, empty
         self.label = label  # a card's heading, from the first column ("session {}" -> "session 123")

@@ -29,7 +29,7 @@ def summary(a: Analysis) -> str:
             ("Bytes", f"requests {c.request_bytes:,}, responses {c.response_bytes:,}, records {c.records_bytes:,}"),
             ("Brokers", ", ".join(f"{b.broker} ({b.exchanges:,} exchanges, {b.sessions_created} sessions created, "
                                   f"up to {b.max_live_sessions} live)" for b in a.brokers) or "-"),
-            ("Clients", str(len(a.clients))), ("Sessions", str(len(a.sessions)))]
+            ("Clients", str(len(a.clients))), ("Sessions", _sessions_count(a))]
     return _table(("", ""), rows, "summary", header=False)
 
 
@@ -88,3 +88,11 @@ def _table(titles, rows, css: str, header: bool = True) -> str:
     head = "<tr>" + "".join(f"<th>{esc(t)}</th>" for t in titles) + "</tr>" if header else ""
     body = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" for row in rows)
     return f'<table class="{css}">{head}{body}</table>'
+
+
+def _sessions_count(a) -> str:
+    """How many sessions; and, when the report lists only some (--sessions), how many it charts."""
+    if not a.sessions_more:
+        return str(len(a.sessions))
+    return (f"{len(a.sessions) + a.sessions_more:,} ({len(a.sessions):,} charted, those that failed first; "
+            "--sessions all to chart every one)")

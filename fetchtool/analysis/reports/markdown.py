@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fetchtool.analysis.reports import savings_panel, traffic_tables
+from fetchtool.analysis.shown import some
 from fetchtool.analysis.model import ERROR, INFO, WARNING, Analysis
 from fetchtool.analysis.reports.terminal import MAX_SESSION_ROWS, created_text, end_text, filter_text, span_text
 from fetchtool.analysis.reports.units import count
@@ -78,10 +79,11 @@ def render(a: Analysis) -> str:
                 "|---|---|---|---|---|---|---|"]
     for cl in a.clients:
         out.append("| " + " | ".join(_cell(x) for x in (
-            cl.label, ", ".join(cl.addresses), ", ".join(cl.brokers), ", ".join(cl.software) or "-",
+            cl.label, ", ".join(some(cl.addresses)), ", ".join(cl.brokers), ", ".join(cl.software) or "-",
             ", ".join(f"{k}:{v:,}" for k, v in cl.fetch_versions.items()) or "-",
             ", ".join(f"{k} {v:,}" for k, v in cl.request_kinds.items()) or "-", len(cl.sessions))) + " |")  # fmt: skip
-    out += ["", _heading("Sessions", a.sessions), ""]
+    total = len(a.sessions) + a.sessions_more
+    out += ["", f"## Sessions ({total:,})" if total else "## Sessions", ""]
     if not a.sessions:
         out.append("No fetch sessions in the capture.")
     else:
@@ -91,7 +93,10 @@ def render(a: Analysis) -> str:
         out.append("| " + " | ".join(_cell(x) for x in (
             s.session_id, s.broker, s.owner, created_text(s),
             f"{s.first_partitions}->{s.partitions}", f"{s.incremental_requests:,}", end_text(s))) + " |")  # fmt: skip
-    if len(a.sessions) > MAX_SESSION_ROWS:
+    if a.sessions_more:
+        out.append(f"\n{total - min(len(a.sessions), MAX_SESSION_ROWS):,} more sessions: see "
+                   "`fetchtool analyze --format json --sessions all`.")
+    elif len(a.sessions) > MAX_SESSION_ROWS:
         out.append(f"\n{len(a.sessions) - MAX_SESSION_ROWS:,} more sessions: see `fetchtool analyze --format json`.")
     out += ["", *traffic_tables.markdown(a)]
     if a.savings:

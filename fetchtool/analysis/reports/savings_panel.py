@@ -5,12 +5,13 @@ Works on the JSON dict so `analyze` reports and `fetchtool savings` show the sam
 
 from __future__ import annotations
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.cells import cell_len
 from rich.text import Text
 
 from fetchtool.analysis.reports.fit import Col, Fit
+from fetchtool.analysis.shown import ADDRESSES_SHOWN
 from fetchtool.analysis.reports.units import count, human, more_or_less
 
 BAR = 40
@@ -32,7 +33,11 @@ def _label(c: dict) -> str:
 
 
 def _connections(c: dict) -> tuple[str, ...]:
-    return tuple(c.get("addresses") or [c["client"]])
+    """The first ADDRESSES_SHOWN connections and how many more (a client of 100,000 connections)."""
+    addresses = c.get("addresses") or [c["client"]]
+    shown = tuple(addresses[:ADDRESSES_SHOWN])
+    more = c.get("addresses_total", len(addresses)) - len(shown)
+    return (*shown, f"(+{more:,} more)") if more > 0 else shown
 
 
 def excess_text(t: dict) -> str:
@@ -146,7 +151,7 @@ def chart(s: dict, limit: int = 20, width: int = BAR) -> Chart:
 
 def terminal(s: dict, table: bool = True) -> Group:
     """For `fetchtool savings` (summary, per-client table, chart) and `analyze` (summary and chart)."""
-    parts = [Panel("\n".join(summary_lines(s)), title="Savings with incremental fetch sessions (KIP-227)",
+    parts: list[RenderableType] = [Panel("\n".join(summary_lines(s)), title="Savings with incremental fetch sessions (KIP-227)",
                    expand=False)]
     if s.get("per_client"):
         if table:

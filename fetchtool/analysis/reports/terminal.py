@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.text import Text
@@ -12,6 +12,7 @@ from fetchtool.analysis.reports.fit import Col, Fit
 from fetchtool.analysis.reports.timefmt import when
 from fetchtool.analysis.reports.units import count
 from fetchtool.protocol.report import warning_lines
+from fetchtool.analysis.shown import some
 from fetchtool.analysis.model import ERROR, INFO, WARNING, Analysis, SessionLife
 
 STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "cyan"}
@@ -69,7 +70,7 @@ def broker_text(b) -> str:
 
 
 def clients_table(a: Analysis) -> Fit:
-    rows = [(c.label, tuple(c.addresses), tuple(c.brokers), ", ".join(c.software) or "-",
+    rows = [(c.label, some(c.addresses), tuple(c.brokers), ", ".join(c.software) or "-",
              ", ".join(f"{k}:{v:,}" for k, v in c.fetch_versions.items()) or "-",
              ", ".join(f"{k} {v:,}" for k, v in c.request_kinds.items()) or "-", f"{len(c.sessions):,}",
              ", ".join(f"{k}x{v:,}" for k, v in c.errors.items()) or "-") for c in a.clients]  # fmt: skip
@@ -90,9 +91,12 @@ def sessions_table(a: Analysis) -> Fit:
              "-" if s.last_epoch is None else str(s.last_epoch), f"{s.errors:,}", end_text(s))
             for s in a.sessions[:MAX_SESSION_ROWS]]  # fmt: skip
     caption = None
-    if len(a.sessions) > MAX_SESSION_ROWS:
+    total = len(a.sessions) + a.sessions_more
+    if a.sessions_more:  # the analysis lists some (those that failed first): the rest only on request
+        caption = f"{total - len(rows):,} more sessions, --sessions all --format json to list them"
+    elif len(a.sessions) > MAX_SESSION_ROWS:
         caption = f"{len(a.sessions) - MAX_SESSION_ROWS:,} more sessions in --format json"
-    return Fit(f"Sessions ({len(a.sessions):,})", SESSION_COLS, rows, caption,
+    return Fit(f"Sessions ({total:,})", SESSION_COLS, rows, caption,
                empty="No fetch sessions in the capture.", label="session {}")
 
 
@@ -116,7 +120,7 @@ def findings_view(a: Analysis):
     Blocks rather than a table, so a long message and its advice stay readable in an 80-column terminal."""
     if not a.findings:
         return Panel("No findings.", title="Findings", expand=False)
-    parts = []
+    parts: list[RenderableType] = []
     for sev in (ERROR, WARNING, INFO):
         fs = [f for f in a.findings if f.severity == sev]
         if not fs:

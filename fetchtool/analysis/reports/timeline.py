@@ -24,7 +24,7 @@ def heading(s: SessionLife) -> str:
 
 
 def rows(s: SessionLife) -> list[tuple[str, ...]]:
-    out = []
+    out: list[tuple[str, ...]] = []
     for st in s.steps:
         result = "no response" if st.error_code is None else "ok" if st.error_code == 0 else error_name(st.error_code)
         back = "" if st.returned is None else f" -> {st.returned}"

@@ -35,17 +35,23 @@ projects a saving of 0 at any factor.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fetchtool.exchange import FETCH, Exchange
 
+from fetchtool.analysis.model import JSON_LIST
 from fetchtool.analysis.savings.model import (CLOSE, FULL, INCREMENTAL, LOST, POTENTIAL, REALISED, REFUSED,
                                               SESSIONLESS, ByteSums, ExchangeSavings, StreamModel)
 from fetchtool.analysis.tracking.kraft import is_kraft_voter_fetch
 from fetchtool.analysis.tracking.tracker import grants_session, host_of
 
 PROJECTIONS = (10, 100)
+# Closed connections whose models are kept for a later connection that continues their session (clients keep a
+# session across reconnects): as many as Kafka's default cache has slots (max.incremental.fetch.session.cache.
+# slots), since an older session has most likely been evicted meanwhile. Older ones are released (memory).
+PARKED_MODELS = 1000
 CACHE_FULL, NOT_GRANTED = "cache_full", "not_granted"
 
 
@@ -212,6 +218,7 @@ class SavingsResult:
     notes: list[str] = field(default_factory=list)
     granting: frozenset[str] = frozenset()  # brokers shown to keep sessions (refusal_cause)
     addresses: dict[tuple[str, str | None], dict[str, tuple]] = field(default_factory=dict)  # see SavingsEstimator
+    address_counts: dict[tuple[str, str | None], int] = field(default_factory=dict)  # every address, counted
 
     def connections(self, key: tuple[str, str | None]) -> list[str]:
         """A client's ip:port in the order it first fetched on them."""
@@ -225,8 +232,12 @@ class SavingsResult:
                                            key=lambda kv: (-kv[1].saved_bytes, kv[0][0], kv[0][1] or "")):
             addresses = self.connections((host, client_id)) or [host]
             # contract: `client` is an ip:port (the first connection's); `addresses` (extension) lists them all
-            clients.append({"client": addresses[0], "client_id": client_id, "host": host, "addresses": addresses,
-                            **t.to_json(d, g)})
+            row = {"client": addresses[0], "client_id": client_id, "host": host,
+                   "addresses": addresses[:JSON_LIST], **t.to_json(d, g)}
+            total = self.address_counts.get((host, client_id), len(addresses))
+            if total > JSON_LIST:  # a client of 100,000 connections: the first ones, and how many
+                row["addresses_total"] = total
+            clients.append(row)
         brokers = [{"broker": b, **t.to_json(d, g)}
                    for b, t in sorted(self.per_broker.items(), key=lambda kv: (-kv[1].saved_bytes, kv[0]))]
         return {"total": self.total.to_json(d, g), "per_client": clients, "per_broker": brokers,
@@ -245,6 +256,8 @@ class SavingsEstimator:
         # (host, client id) -> ip:port -> (first request ts, frame): orders the connections the same way whichever
         # engine split the exchanges (a min over parts, not the order the parts arrive in)
         self.addresses: dict[tuple[str, str | None], dict[str, tuple]] = {}
+        self.address_sets: dict[tuple[str, str | None], set[str]] = {}  # every address (the count)
+        self._counted: dict[tuple[str, str | None], int] = {}  # their counts, once release() dropped them
         self.per_broker: dict[str, Tally] = {}
         self.spans: dict[str, list[float]] = {}   # file -> [first, last] timestamp
         self.snapshot_exchanges = 0
@@ -252,6 +265,44 @@ class SavingsEstimator:
         self.granting: set[str] = set()  # brokers shown to keep sessions (tracking.grants_session)
         # (host, client id, broker) -> [potential bytes, fetch bytes]: what sessionless clients could save
         self.per_pair: dict[tuple, list[int]] = {}
+        self.open_conns: dict[int, tuple[str, str]] = {}  # connection id -> its streams key, while it is open
+        # id(model) -> (the model, its _by_session keys); holding the model keeps its id from being reused
+        self._session_keys: dict[int, tuple[StreamModel, list[tuple]]] = {}
+        # id(model) -> closed connection's model, oldest first (an OrderedDict: popping the oldest of a plain dict
+        # again and again walks over its deleted entries)
+        self.parked: OrderedDict[int, StreamModel] = OrderedDict()
+        self._released: set[int] = set()  # hashes of the _by_session keys of released models
+        self.released_misses = 0  # continuations of a session whose model had been released
+
+    def release(self) -> None:
+        """Nothing more will be fed: the per-connection models and address sets go (result() still holds; only
+        `per_pair` and the sums are read after this). Memory for the findings' cache replay that follows."""
+        counts = {k: len(v) for k, v in self.address_sets.items()}
+        self.address_sets = {}
+        self._counted = counts
+        self.streams.clear()
+        self.parked.clear()
+        self._by_session.clear()
+        self._session_keys.clear()
+        self._released.clear()
+        self.open_conns.clear()
+
+    def connection_ended(self, conn: int) -> None:
+        """A connection closed (decoder.DecodeRun.ended): its model leaves `streams`; a model holding a session
+        waits among the last PARKED_MODELS closed ones for a connection that continues it, then is released."""
+        key = self.open_conns.pop(conn, None)
+        if key is None:
+            return
+        model = self.streams.pop(key, None)
+        if model is None or id(model) not in self._session_keys:
+            return
+        self.parked[id(model)] = model
+        if len(self.parked) > PARKED_MODELS:
+            old = self.parked.popitem(last=False)[1]
+            for k in self._session_keys.pop(id(old))[1]:
+                if self._by_session.get(k) is old:
+                    del self._by_session[k]
+                    self._released.add(hash(k))
 
     def feed(self, ex: Exchange) -> ExchangeSavings | None:
         if grants_session(ex):
@@ -277,6 +328,7 @@ class SavingsEstimator:
         if model is None:
             model = self._adopt(ex)
             self.streams[key] = model
+        self.open_conns[ex.conn] = key
         try:
             s = model.feed(ex)
         except Exception:  # noqa: BLE001 - one odd exchange must not stop the report; start the stream afresh
@@ -284,7 +336,10 @@ class SavingsEstimator:
             self.streams[key] = StreamModel(ex.client, ex.broker)
             return None
         if ex.response_session_id:
-            self._by_session[(host_of(ex.client), ex.client_id, ex.broker, ex.response_session_id)] = model
+            skey = (host_of(ex.client), ex.client_id, ex.broker, ex.response_session_id)
+            if self._by_session.get(skey) is not model:
+                self._by_session[skey] = model
+                self._session_keys.setdefault(id(model), (model, []))[1].append(skey)
         pair = self.per_pair.get(pk := (host_of(ex.client), ex.client_id, ex.broker))
         if pair is None:
             pair = self.per_pair[pk] = [0, 0]
@@ -293,33 +348,44 @@ class SavingsEstimator:
         pair[1] += s.actual_bytes
         self.total.add(s)
         ck = (pk[0], ex.client_id)
-        t = self.per_client.get(ck)
-        if t is None:
-            t = self.per_client[ck] = Tally()
-        t.add(s)
-        seen = self.addresses.setdefault(ck, {})
-        if ex.client not in seen:
+        tally = self.per_client.get(ck)
+        if tally is None:
+            tally = self.per_client[ck] = Tally()
+        tally.add(s)
+        every = self.address_sets.get(ck)
+        if every is None:
+            every = self.address_sets[ck] = set()
+        if ex.client not in every:
+            every.add(ex.client)
+            seen = self.addresses.setdefault(ck, {})
             seen[ex.client] = (ex.ts if ex.ts is not None else float("inf"), ex.file, ex.request_frame or 0)
-        t = self.per_broker.get(ex.broker)
-        if t is None:
-            t = self.per_broker[ex.broker] = Tally()
-        t.add(s)
+            if len(seen) >= 2 * JSON_LIST:
+                _keep_first(seen)
+        tally = self.per_broker.get(ex.broker)
+        if tally is None:
+            tally = self.per_broker[ex.broker] = Tally()
+        tally.add(s)
         return s
 
     def merge(self, other: SavingsEstimator) -> None:
         """Fold in an estimate of other streams (state is per client stream, so per-broker estimates add up to
         the one-pass estimate). The other's per-stream models are not taken: only its results are."""
         self.total.merge(other.total)
-        for mine, theirs in ((self.per_client, other.per_client), (self.per_broker, other.per_broker)):
-            for key, tally in theirs.items():
-                mine.setdefault(key, Tally()).merge(tally)
-        for file, (first, last) in other.spans.items():
-            span = self.spans.setdefault(file, [first, last])
-            span[0], span[1] = min(span[0], first), max(span[1], last)
+        for key, tally in other.per_client.items():
+            self.per_client.setdefault(key, Tally()).merge(tally)
+        for name, tally in other.per_broker.items():
+            self.per_broker.setdefault(name, Tally()).merge(tally)
+        for file, (start, end) in other.spans.items():
+            span = self.spans.setdefault(file, [start, end])
+            span[0], span[1] = min(span[0], start), max(span[1], end)
         for key, seen in other.addresses.items():
-            mine = self.addresses.setdefault(key, {})
+            known = self.addresses.setdefault(key, {})
             for address, first in seen.items():
-                mine[address] = min(mine.get(address, first), first)
+                known[address] = min(known.get(address, first), first)
+            if len(known) >= 2 * JSON_LIST:
+                _keep_first(known)
+        for key, every in other.address_sets.items():
+            self.address_sets.setdefault(key, set()).update(every)
         self.snapshot_exchanges += other.snapshot_exchanges
         self.model_errors += other.model_errors
         self.granting |= other.granting
@@ -332,9 +398,13 @@ class SavingsEstimator:
         """A new connection that continues a session of an earlier one (clients keep their session across
         reconnects) continues that connection's model; anything else starts a new one."""
         if ex.session_id and ex.session_epoch is not None and ex.session_epoch > 0:
-            model = self._by_session.get((host_of(ex.client), ex.client_id, ex.broker, ex.session_id))
+            skey = (host_of(ex.client), ex.client_id, ex.broker, ex.session_id)
+            model = self._by_session.get(skey)
             if model is not None:
+                self.parked.pop(id(model), None)
                 return model
+            if self._released and hash(skey) in self._released:
+                self.released_misses += 1
         return StreamModel(ex.client, ex.broker)
 
     def result(self) -> SavingsResult:
@@ -350,6 +420,9 @@ class SavingsEstimator:
                          f"bigger or smaller when fetchtool re-encodes them (it does not keep every field, "
                          f"e.g. tagged fields); the difference is added to both the full and the incremental "
                          f"figures, so the saving is not changed by it.")
+        if self.released_misses:
+            notes.append(f"{_count(self.released_misses, 'connection')} continued a session last used more than "
+                         f"{PARKED_MODELS:,} closed connections earlier: modelled as new streams.")
         if self.model_errors:
             notes.append(f"{_count(self.model_errors, 'exchange')} could not be modelled: left out of the estimate.")
         if self.snapshot_exchanges:
@@ -357,7 +430,16 @@ class SavingsEstimator:
                          f"(no sessions in KIP-630).")
         duration = sum(last - first for first, last in self.spans.values())
         return SavingsResult(self.total, self.per_client, self.per_broker, duration or None,
-                             self.snapshot_exchanges, notes, frozenset(self.granting), self.addresses)
+                             self.snapshot_exchanges, notes, frozenset(self.granting), self.addresses,
+                             self._counted or {k: len(v) for k, v in self.address_sets.items()})
+
+
+def _keep_first(seen: dict[str, tuple]) -> None:
+    """Keeps the JSON_LIST addresses first used (the ones a report lists): the others can never come back
+    among them, since an address's first use only moves earlier when parts merge, and merged parts keep theirs."""
+    first = sorted(seen.items(), key=lambda kv: (kv[1], kv[0]))[:JSON_LIST]
+    seen.clear()
+    seen.update(first)
 
 
 def _count(n: int, word: str) -> str:

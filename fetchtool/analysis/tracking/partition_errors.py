@@ -59,8 +59,8 @@ class PartitionErrors:
                 if not p.error_code:
                     done = failing.pop((p.topic_id or p.topic, p.partition), None)
                     if done:
-                        for c in done:
-                            c.recovered = True
+                        for gone in done:
+                            gone.recovered = True
         if not any(map(_error, rp)):
             return
         for p in rp:

@@ -11,7 +11,7 @@ so a session survives a reconnect, and a client may hold sessions on several bro
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -39,6 +39,7 @@ from fetchtool.analysis.model import (
 FETCH_SESSION_ID_NOT_FOUND = 70
 MAX_STEPS = 2000  # per session; the rest is counted, not kept (memory bound on long captures)
 RECENT = 16  # requests per session kept for duplicate / concurrency evidence
+SHARED_PARTS = 64  # sessions created with up to this many partitions share the set until it changes
 
 
 def host_of(address: str) -> str:
@@ -82,18 +83,20 @@ class TrackedSession:
         "created_on_reconnect", "replica_id", "forgotten_keys",
     )  # fmt: skip
 
-    def __init__(self, broker: str, session_id: int, ex: Exchange, client_key: tuple) -> None:
+    def __init__(self, broker: str, session_id: int, ex: Exchange, client_key: tuple,
+                 client_id: str | None = None) -> None:
         self.broker = broker
         self.session_id = session_id
         self.client_key = client_key
         self.client = ex.client
-        self.client_id = ex.client_id
+        self.client_id = client_id if client_id == ex.client_id else ex.client_id  # its client's string (memory)
         self.file = ex.file
         self.created_request_frame = self.created_response_frame = self.created_ts = None
         self.created_version = None
         self.before_capture = False
         self.first_partitions = ex.partitions
-        self.parts: set = set()
+        # a frozenset shared by the sessions created with the same partitions, until one changes (memory)
+        self.parts: set | frozenset = set()
         self.max_parts = 0
         self.incremental = 0
         self.errors = 0
@@ -103,12 +106,12 @@ class TrackedSession:
         self.end_reason: str | None = None
         self.end_frame: int | None = None
         self.end_ts: float | None = None
-        self.conns: set[int] = {ex.conn}
+        self.conns: int | set[int] = ex.conn  # its connection ids: one id until a second one is seen (memory)
         self.steps: list[EpochStep] = []
         self.dropped = 0
         self.last_success: SentRequest | None = None
         self.last_request_ts: float | None = None
-        self.recent: deque[SentRequest] = deque(maxlen=RECENT)
+        self.recent: list[SentRequest] = []  # the last RECENT (a list: a deque's block is 600 bytes a session)
         self.closed_ts: float | None = None  # when a full request named it (the broker removed it)
         self.error_ts: float | None = None  # first FETCH_SESSION_ID_NOT_FOUND
         self.error_conn_changed = False  # that error came on another connection than the last success
@@ -136,18 +139,19 @@ class TrackedSession:
             first_partitions=self.first_partitions, partitions=len(self.parts), max_partitions=self.max_parts,
             incremental_requests=self.incremental, errors=self.errors, last_epoch=self.last_epoch, end=self.end,
             end_reason=self.end_reason, end_frame=self.end_frame, end_ts=self.end_ts,
-            connections=len(self.conns), steps=tuple(self.steps), steps_dropped=self.dropped,
+            connections=1 if isinstance(self.conns, int) else len(self.conns), steps=tuple(self.steps), steps_dropped=self.dropped,
             replica_id=self.replica_id,
         )  # fmt: skip
 
 
 class TrackedClient:
     __slots__ = ("client_id", "host", "addresses", "brokers", "software", "versions", "kinds", "exchanges",
-                 "sessions", "errors", "conns", "broker_versions")  # fmt: skip
+                 "sessions", "errors", "conns", "broker_versions", "key")  # fmt: skip
 
     def __init__(self, client_id: str | None, host: str) -> None:
         self.client_id = client_id
         self.host = host
+        self.key = (host, client_id)
         self.addresses: dict[str, None] = {}
         self.brokers: dict[str, None] = {}
         self.software: dict[str, None] = {}
@@ -225,6 +229,13 @@ class SessionTracker:
         self.clients: dict[tuple, TrackedClient] = {}
         self.brokers: dict[str, TrackedBroker] = {}
         self.sessions: list[TrackedSession] = []  # every session seen, in order of first sight
+        self._keys: dict[tuple, tuple] = {}  # partition keys, interned
+        self._part_sets: dict[frozenset, frozenset] = {}  # sessions' partitions at creation, interned
+        self._versions: dict[frozenset[int], frozenset[int]] = {}  # versions_before sets, interned
+
+    def _frozen(self, versions) -> frozenset[int]:
+        f = frozenset(versions)
+        return self._versions.setdefault(f, f)
 
     # -- feeding -------------------------------------------------------------------------------------------
     def feed(self, ex: Exchange) -> Observation:
@@ -233,6 +244,7 @@ class SessionTracker:
         client = self.clients.get(ckey)
         if client is None:
             client = self.clients[ckey] = TrackedClient(ex.client_id, host)
+        ckey = client.key  # the first one: sessions keep it (memory: one tuple per client, not per session)
         broker = self.brokers.get(ex.broker)
         if broker is None:
             broker = self.brokers[ex.broker] = TrackedBroker(ex.broker)
@@ -293,7 +305,7 @@ class SessionTracker:
             if ex.error_code == 0 and rsid:
                 kind = FULL_CREATE
                 created = self._create(ex, rsid, client, broker, ckey)
-                created.versions_before = frozenset(client.broker_versions.get(ex.broker, ()))
+                created.versions_before = self._frozen(client.broker_versions.get(ex.broker, ()))
                 created.created_on_reconnect = reconnected
             elif ex.error_code == 0 and rsid == 0 and ex.response_partitions is not None:
                 throttled = (ex.throttle_time_ms or 0) > 0 and not ex.response_partitions and ex.partitions
@@ -311,21 +323,23 @@ class SessionTracker:
         old = broker.sessions.get(rsid)
         if old is not None and old.live:  # an id reused: the old one must be gone
             self._end(old, LOST, "its id was issued again to a new session", ex.response_frame, ex.ts)
-        s = TrackedSession(broker.broker, rsid, ex, ckey)
+        s = TrackedSession(broker.broker, rsid, ex, ckey, client.client_id)
         s.created_request_frame = ex.request_frame
         s.created_response_frame = ex.response_frame
         # Kafka creates the session (creationMs) when it builds the response, after the long poll.
         s.created_ts = ex.response_ts if ex.response_ts is not None else ex.ts
         s.created_version = ex.api_version
         s.uses_topic_ids = ex.api_version >= 13
-        s.parts = {partition_key(p) for p in ex.request_partitions}
+        keys = self._keys  # one tuple per partition key, shared by the sessions that hold it (memory)
+        parts = frozenset(keys.setdefault(k, k) for k in map(partition_key, ex.request_partitions))
+        s.parts = self._part_sets.setdefault(parts, parts) if len(parts) <= SHARED_PARTS else set(parts)
         s.max_parts = len(s.parts)
         s.expected_epoch = next_epoch(INITIAL_EPOCH)
         s.last_epoch = INITIAL_EPOCH
         sent = _sent(ex, INITIAL_EPOCH)
         s.last_success = sent
         s.last_request_ts = ex.ts
-        s.recent.append(sent)
+        _remember(s.recent, sent)
         self._step(s, ex, FULL_CREATE, len(s.parts), 0)
         broker.sessions[rsid] = s
         broker.created.append(s)
@@ -341,7 +355,7 @@ class SessionTracker:
         s = broker.sessions.get(sid) if sid else None
         if s is None:
             # Alive before the capture started (or never existed): reconstruct it from here on.
-            s = TrackedSession(broker.broker, sid, ex, ckey)
+            s = TrackedSession(broker.broker, sid, ex, ckey, client.client_id)
             s.before_capture = True
             s.uses_topic_ids = ex.api_version >= 13
             broker.sessions[sid] = s
@@ -352,11 +366,14 @@ class SessionTracker:
         err = ex.error_code
         prev_requests = tuple(s.recent) if err else ()
         conn_changed = s.last_conn != ex.conn
-        s.conns.add(ex.conn)
+        if conn_changed or not isinstance(s.conns, int):
+            if isinstance(s.conns, int):
+                s.conns = {s.conns}
+            s.conns.add(ex.conn)
         s.last_conn = ex.conn
         s.last_request_ts = ex.ts
         sent = _sent(ex, epoch)
-        s.recent.append(sent)
+        _remember(s.recent, sent)
         if err is None and ex.response_partitions is None:
             # Response not captured: assume the broker processed it (the usual case for a lost response).
             added, forgotten = self._apply(s, ex, client)
@@ -416,9 +433,11 @@ class SessionTracker:
     def _apply(self, s: TrackedSession, ex: Exchange, client: TrackedClient | None = None) -> tuple[int, int]:
         if s.before_capture:
             return self._apply_unknown_start(s, ex, client)
-        parts = s.parts
-        before = len(parts)
         rows = ex.request_partitions
+        if not rows:
+            return 0, _forget(s, ex, remember=False)
+        parts = _own_parts(s)
+        before = len(parts)
         # (topic id or name, partition) per row; in C when every row has an id, or none has one (the usual cases)
         ids = list(map(_topic_id, rows))
         if all(ids):
@@ -437,7 +456,7 @@ class SessionTracker:
         the capture shows it new: forgotten earlier in the capture, fetched by the same client from another
         broker in the capture (its leader moved here), or with nothing fetched yet (offset 0, no last fetched
         epoch), which a client only sends for a partition it starts fetching."""
-        parts, gone = s.parts, s.forgotten_keys
+        parts, gone = _own_parts(s), s.forgotten_keys
         added = 0
         for p in ex.request_partitions:
             k = (p.topic_id or p.topic, p.partition)
@@ -478,6 +497,22 @@ class SessionTracker:
     def _end(s: TrackedSession, end: str, reason: str, frame, ts) -> None:
         s.end, s.end_reason, s.end_frame, s.end_ts = end, reason, frame, ts
 
+    def fed(self) -> None:
+        """Nothing more will be fed: the sessions' recent requests (evidence for the findings made while feeding)
+        are dropped before the findings' cache replay adds its own state (memory)."""
+        for s in self.sessions:
+            s.recent.clear()
+
+    def connection_ended(self, conn: int) -> None:
+        """A closed connection (decoder.DecodeRun.ended) with nothing in flight can never be one of a lost
+        broker's cut connections (connections.broker_losses): its state goes (memory)."""
+        for broker in self.brokers.values():
+            cs = broker.connections.get(conn)
+            if cs is not None:
+                if not cs.in_flight:
+                    del broker.connections[conn]
+                return
+
     # -- results -------------------------------------------------------------------------------------------
     def client_summaries(self) -> list[ClientSummary]:
         return [c.summary() for c in self.clients.values()]
@@ -497,22 +532,31 @@ _id_and_partition = attrgetter("topic_id", "partition")
 _name_and_partition = attrgetter("topic", "partition")
 
 
+def _own_parts(s: TrackedSession) -> set:
+    """The session's partitions as its own set (a shared frozenset is copied the first time it changes)."""
+    parts = s.parts
+    if isinstance(parts, frozenset):
+        parts = s.parts = set(parts)
+    return parts
+
+
 def _forget(s: TrackedSession, ex: Exchange, remember: bool) -> int:
     """Drops the request's forgotten partitions from the session; how many it held. ``remember``: keep every
     forgotten key (a session alive before the capture, whose later re-adds are then known to be new)."""
-    parts = s.parts
     forgotten = 0
-    for p in ex.forgotten_partitions:
-        k = (p.topic_id or p.topic, p.partition)
-        if remember:
-            if s.forgotten_keys is None:
-                s.forgotten_keys = set()
-            s.forgotten_keys.add(k)
-        if k in parts:
-            parts.discard(k)
-            forgotten += 1
-    if len(parts) > s.max_parts:
-        s.max_parts = len(parts)
+    if ex.forgotten_partitions:
+        parts = _own_parts(s)
+        for p in ex.forgotten_partitions:
+            k = (p.topic_id or p.topic, p.partition)
+            if remember:
+                if s.forgotten_keys is None:
+                    s.forgotten_keys = set()
+                s.forgotten_keys.add(k)
+            if k in parts:
+                parts.discard(k)
+                forgotten += 1
+    if len(s.parts) > s.max_parts:
+        s.max_parts = len(s.parts)
     return forgotten
 
 
@@ -528,6 +572,12 @@ def session_left(s: TrackedSession, ex: Exchange) -> int | None:
 def _privileged(ex: Exchange) -> bool:
     """A follower's fetch (replica id >= 0): Kafka gives its session priority in the cache."""
     return ex.replica_id is not None and ex.replica_id >= 0
+
+
+def _remember(recent: list[SentRequest], sent: SentRequest) -> None:
+    recent.append(sent)
+    if len(recent) > RECENT:
+        del recent[0]
 
 
 def _sent(ex: Exchange, epoch: int) -> SentRequest:

@@ -72,7 +72,7 @@ class TrafficStats:
         return self.early * 2 <= self.checked
 
     def summary(self) -> TrafficSummary:
-        span = None if self.first_ts is None else self.last_ts - self.first_ts
+        span = None if self.first_ts is None or self.last_ts is None else self.last_ts - self.first_ts
         rate = round((self.fetches - 1) / span, 3) if span and self.fetches > 1 else None
         n = self.latency.n
         return TrafficSummary(
@@ -137,7 +137,8 @@ class TrafficTracker:
         session = obs.session
         if obs.kind == FULL_CREATE:
             session = _created_session(self.session_brokers, ex)
-        key = (obs.client, ex.broker, session)
+        b = self.session_brokers.get(ex.broker)
+        key = (obs.client, ex.broker if b is None else b.broker, session)  # the tracker's string (memory)
         cell = self.cells.get(key)
         if cell is None:
             cell = self.cells[key] = self._cell(obs.client, ex.broker)
@@ -184,7 +185,7 @@ class TrafficTracker:
         if not self._checkable(ex, obs, rp):
             return
         st.checked += 1
-        if ms < wait * EARLY_SHARE:
+        if ms < (wait or 0) * EARLY_SHARE:  # _checkable: wait > 0 here
             st.early += 1
             ev = self.early_first.get(ex.broker)
             if ev is None:
@@ -216,11 +217,19 @@ class TrafficTracker:
 
     def session_stats(self) -> dict[int, TrafficStats]:
         """id(TrackedSession) -> stats (the sessions live as long as the SessionTracker that made them)."""
-        groups: dict[int, list] = {}
+        # a session fetched by one client (the usual case) is its one cell: read as it is, not copied (memory)
+        out: dict[int, TrafficStats] = {}
+        shared: dict[int, list] = {}
         for (_c, _b, session), (st, _p) in self.cells.items():
             if session is not None:
-                groups.setdefault(id(session), []).append(st)
-        return {k: merged(v) for k, v in groups.items()}
+                k = id(session)
+                if k in out:
+                    shared.setdefault(k, [out[k]]).append(st)
+                else:
+                    out[k] = st
+        for k, cells in shared.items():
+            out[k] = merged(cells)
+        return out
 
     @staticmethod
     def _checkable(ex: Exchange, obs, rp) -> bool:

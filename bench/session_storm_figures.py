@@ -1,0 +1,77 @@
+"""Figures for a session storm: wall time, max RSS and output size of the commands a support engineer runs, each
+measured from the shell with /usr/bin/time -v, and tshark 4.4's time on the same file for comparison.
+
+    python bench/session_storm_figures.py [--sessions 100000] [--capture /tmp/storm100k.pcap] [--no-tshark]
+
+Writes the capture with bench/session_storm.py first when it is missing (to /tmp, never the repository).
+Runs the fetchtool found on PATH (the one PYTHONPATH points at).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+COMMANDS = (
+    ("analyze --format json", ["analyze", "--format", "json"]),
+    ("analyze (terminal)", ["analyze"]),
+    ("analyze --format markdown", ["analyze", "--format", "markdown"]),
+    ("analyze --format html", ["analyze", "--format", "html"]),
+    ("sessions", ["sessions"]),
+    ("sessions --format json", ["sessions", "--format", "json"]),
+    ("savings --format json", ["savings", "--format", "json"]),
+    ("savings (terminal)", ["savings"]),
+)
+TSHARK = os.environ.get("FETCHTOOL_TSHARK", "/opt/tshark44/tshark")
+
+
+def timed(argv: list[str], out: Path) -> dict:
+    """/usr/bin/time -v on argv, stdout to ``out``: wall seconds, max RSS MB, output bytes, exit status."""
+    with open(out, "wb") as sink, tempfile.NamedTemporaryFile("r", suffix=".time") as t:
+        rc = subprocess.run(["/usr/bin/time", "-v", "-o", t.name, *argv], stdout=sink, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, COLUMNS="160")).returncode
+        text = Path(t.name).read_text()
+    wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", text)
+    h, m, s = (float(x) if x else 0.0 for x in wall.groups())
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1))
+    return {"wall_s": round(h * 3600 + m * 60 + s, 1), "max_rss_mb": round(rss / 1024, 1),
+            "output_bytes": out.stat().st_size, "exit": rc}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sessions", type=int, default=100_000)
+    ap.add_argument("--capture", type=Path, default=None)
+    ap.add_argument("--no-tshark", action="store_true")
+    ap.add_argument("--only", action="append", default=[], metavar="LABEL",
+                    help="run only the commands whose label starts with this (repeatable), e.g. 'analyze --format json'")
+    args = ap.parse_args(argv)
+    capture = args.capture or Path(tempfile.gettempdir()) / f"storm{args.sessions}.pcap"
+    if not capture.exists():
+        truth = subprocess.run([sys.executable, str(HERE / "session_storm.py"), str(capture), "--sessions",
+                                str(args.sessions)], check=True, capture_output=True, text=True).stdout
+        print("capture:", truth.strip().splitlines()[-1])
+    print(f"{capture} ({capture.stat().st_size / 1e6:,.1f} MB)")
+    print(f"{'command':32} {'wall s':>8} {'max RSS MB':>11} {'output bytes':>14}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, cmd in COMMANDS:
+            if args.only and not any(label.startswith(o) for o in args.only):
+                continue
+            r = timed(["fetchtool", *cmd, str(capture)], Path(tmp) / "out")
+            flag = "" if r["exit"] == 0 else f"  (exit {r['exit']})"
+            print(f"{label:32} {r['wall_s']:>8} {r['max_rss_mb']:>11} {r['output_bytes']:>14,}{flag}")
+        if not args.no_tshark and Path(TSHARK).exists():
+            r = timed([TSHARK, "-r", str(capture), "-Y", "kafka", "-T", "fields", "-e", "kafka.api_key"],
+                      Path(tmp) / "out")
+            print(f"{'tshark 4.4 -Y kafka (fields)':32} {r['wall_s']:>8} {r['max_rss_mb']:>11} {r['output_bytes']:>14,}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
