@@ -1,6 +1,6 @@
 """A client that opens a fetch session per connection, 20,000 times: the reports count every session and
 connection exactly while memory stays bounded by what they list (issue #18). The capture comes from the
-benchmark's generator (bench/session_storm.py), which prints the truth it wrote."""
+benchmark's generator (benchmarks/session_storm.py), which prints the truth it wrote."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def storm(tmp_path_factory) -> tuple[Path, dict]:
     path = tmp_path_factory.mktemp("storm") / "storm.pcap"
-    out = subprocess.run([sys.executable, str(REPO / "bench" / "session_storm.py"), str(path), "--sessions",
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "session_storm.py"), str(path), "--sessions",
                           str(SESSIONS)], check=True, capture_output=True, text=True, env=_env()).stdout
     return path, json.loads(out.strip().splitlines()[-1])
 
@@ -86,7 +86,7 @@ def test_the_reader_process_reuses_endpoint_numbers_without_mixing_up_connection
     from fetchtool.capture import streams
 
     path = tmp_path / "storm.pcap"
-    subprocess.run([sys.executable, str(REPO / "bench" / "session_storm.py"), str(path), "--sessions", "300"],
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "session_storm.py"), str(path), "--sessions", "300"],
                    check=True, capture_output=True, env=_env())
     here = [(type(e).__name__, e.conn, getattr(e, "src", None), getattr(e, "dst", None), e.frame)
             for e in streams.stream_set_events_here([streams.FileRead(path)])]

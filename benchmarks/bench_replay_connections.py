@@ -6,10 +6,10 @@ Then runs the whole command from the shell under `/usr/bin/time -v` and prints r
 command's wall time), wall and CPU time, the replay phase's own duration, max RSS and the load average (a shared
 machine's load stretches the wall time; the CPU time does not move with it).
 
-    python bench/replay_connections.py 1000 2000 5000 10000               # embedded broker, as fast as possible
-    python bench/replay_connections.py 10000 --speed 20                    # paced by the captured clock
-    python bench/replay_connections.py 10000 --broker 127.0.0.1:9092       # a running broker
-    python bench/replay_connections.py 3000 --write-only /tmp/short.pcap   # just the capture
+    python benchmarks/bench_replay_connections.py 1000 2000 5000 10000               # embedded broker, as fast as possible
+    python benchmarks/bench_replay_connections.py 10000 --speed 20                    # paced by the captured clock
+    python benchmarks/bench_replay_connections.py 10000 --broker 127.0.0.1:9092       # a running broker
+    python benchmarks/bench_replay_connections.py 3000 --write-only /tmp/short.pcap   # just the capture
 
 The captured broker's cache holds every session (slots = N), and the replay's embedded broker is given the same
 (--cache-slots N), so every connection's full fetch creates a session in the capture and in the replay.

@@ -1,9 +1,9 @@
 """Figures for a session storm: wall time, max RSS and output size of the commands a support engineer runs, each
 measured from the shell with /usr/bin/time -v, and tshark 4.4's time on the same file for comparison.
 
-    python bench/session_storm_figures.py [--sessions 100000] [--capture /tmp/storm100k.pcap] [--no-tshark]
+    python benchmarks/bench_session_storm.py [--sessions 100000] [--capture /tmp/storm100k.pcap] [--no-tshark]
 
-Writes the capture with bench/session_storm.py first when it is missing (to /tmp, never the repository).
+Writes the capture with benchmarks/session_storm.py first when it is missing (to /tmp, never the repository).
 Runs the fetchtool found on PATH (the one PYTHONPATH points at).
 """
 

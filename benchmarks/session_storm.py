@@ -1,6 +1,6 @@
 """A session storm capture: one client opens N fetch sessions, one per connection, and prints what it wrote.
 
-    python bench/session_storm.py /tmp/storm.pcap [--sessions 100000] [--incremental 0.5] [--seed 18]
+    python benchmarks/session_storm.py /tmp/storm.pcap [--sessions 100000] [--incremental 0.5] [--seed 18]
 
 Each connection (client 10.1.0.5, a new ephemeral port each time, ports reused after ~64,000 connections as a
 real host's are; broker 10.2.0.1:9092): TCP handshake, a full Fetch v12 (session 0, epoch 0) of a few
