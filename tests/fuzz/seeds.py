@@ -4,7 +4,8 @@
     corpus/topics.txt         topic name, topic id and partition count seen in the captures (the broker target's
                               broker holds them, so fuzzed requests built from real ones reach real partitions)
 
-Regenerate (deterministic) with `python -m tests.fuzz.seeds`; load with `load(target)`. Seeds per target:
+Regenerate with `python -m tests.fuzz.seeds` (the same seeds but for the gzip batches of the generated Fetch
+bodies, whose gzip header carries a time); load with `load(target)`. Seeds per target:
   reader  the small captures whole, the first records of every other one, and a few link layers / pcapng
           variants written with fetchtool's own writer
   codec   request and response bodies of every (api, version) the decoder reads: the captures' smallest per
@@ -121,11 +122,44 @@ def _generated_captures() -> list[bytes]:
     return out
 
 
+def _tiny_captures() -> list[bytes]:
+    """One small packet per file, each block type and byte order: damage at a block's edges and at the file's
+    end is then likely, not a needle in a large file."""
+    from fetchtool.capture import frames
+    from fetchtool.capture.events import Endpoint
+    from fetchtool.capture.writer import PcapNgWriter, PcapWriter
+
+    ip = frames.ip_packet(Endpoint("10.1.0.1", 41000), Endpoint("10.1.0.2", 9092), 1, flags=0x18,
+                          payload=b"\0\0\0\x04abcd")
+    frame = frames.link_frame(frames.LINKTYPE_ETHERNET, ip)
+    out = []
+    for nano in (False, True):
+        buf = io.BytesIO()
+        with PcapWriter(buf, nanosecond=nano) as w:
+            w.write(frame, 1_700_000_000.5)
+        out.append(buf.getvalue())
+    for order in ("little", "big"):
+        for simple in (False, True):
+            buf = io.BytesIO()
+            with PcapNgWriter(buf, byteorder=order) as w:
+                w.add_interface(frames.LINKTYPE_ETHERNET, tsresol=9, tsoffset=60, name="eth0")
+                if simple:
+                    w.write_simple(frame)
+                else:
+                    w.write(frame, 1_700_000_000.5)
+            out.append(buf.getvalue())
+    raw = bytearray(out[2])  # an obsolete Packet Block (type 2) in place of the EPB: same layout here
+    epb = len(raw) - (32 + len(frame) + (-len(frame) % 4))
+    raw[epb : epb + 4] = struct.pack("<I", 2)
+    out.append(bytes(raw))
+    return out
+
+
 def reader_seeds() -> list[bytes]:
     seeds = []
     for path in captures():
         seeds.append(_head_of_capture(path, READER_RECORDS if path.stat().st_size > MAX_SEED else 10**6))
-    return seeds + _generated_captures()
+    return seeds + _generated_captures() + _tiny_captures()
 
 
 # -- the captures' connections -------------------------------------------------------------------------------------
