@@ -28,7 +28,8 @@ TIMEOUT = 60.0
 # Small real captures from four clients and three brokers: mutations reach every layer quickly.
 SOURCES = ("captures/kafka-python-tansu.pcap", "captures/aiokafka-tansu.pcap", "captures/confluent-kafka-tansu.pcap",
            "captures/scenarios/epoch-retry.pcap", "captures/scenarios/snapshot-errors.pcap",
-           "captures/scenarios/topic-id-switch.pcap", "captures/noida/kafka-python-noida.pcap")
+           "captures/scenarios/topic-id-switch.pcap", "captures/noida/kafka-python-noida.pcap",
+           "captures/kafka-python-limits-tansu.pcapng")
 COMMANDS = (("analyze", "--format", "json"), ("sessions", "--format", "json"), ("savings", "--format", "json"),
             ("decode", "--format", "jsonl"))
 

@@ -80,14 +80,16 @@ def damage_capture(rng: random.Random, data: bytes) -> tuple[str, bytes]:
     buf = bytearray(data)
     kind = rng.choice(("bitflips", "truncate", "record_length", "orig_length", "timestamp", "kafka_count",
                        "kafka_size", "mixed"))
-    if kind == "bitflips" or not records:
+    if not records and kind != "bitflips":
+        kind = "truncate"  # pcapng: bit flips or a cut
+    if kind == "bitflips":
         for _ in range(rng.randint(1, 40)):
             i = rng.randrange(len(buf))
             buf[i] ^= 1 << rng.randrange(8)
         return "bitflips", bytes(buf)
-    rec = rng.choice(records)
     if kind == "truncate":
         return kind, bytes(buf[: rng.randrange(len(buf))])
+    rec = rng.choice(records)
     if kind == "record_length":  # absurd captured length in a record header
         struct.pack_into("<I", buf, rec + 8, rng.choice((0xFFFFFFFF, 0x7FFFFFFF, 0x0FFFFFFF, 300_000_000,
                                                           rng.randrange(1 << 20))))

@@ -11,7 +11,7 @@ campaigns (run.py, atheris or a mutation loop) and the regression tests (regress
     stream  one TCP connection as the capture layer hands it over: records of [flags][u16 length][data]
             (flags bit 0: from the broker, bit 1: a gap of `length` lost bytes, bit 2: the connection closes)
             -> decode_events (broker detection, the framer, resync, pairing, the codec) and the analysis.
-            Clean: items, a report and the analysis' reports. Also the framer alone on the client's bytes: every byte is framed, skipped or still
+            Clean: items, a report and the analysis' JSON report. Also the framer alone on the client's bytes: every byte is framed, skipped or still
             buffered, none invented or lost.
     broker  the bytes a client sends on one connection (int32 size + request frame, repeated; at most
             BROKER_FRAMES) -> BrokerCore.handle_frame each, on a fresh broker that holds the captures' topics
@@ -99,7 +99,7 @@ def reader(data: bytes) -> None:
     reports(items, run.report)
 
 
-def reports(items: list, report: DecodeReport) -> None:
+def reports(items: list, report: DecodeReport, text: bool = True) -> None:
     """The analysis and the reports analyze writes, from whatever the capture held: absurd timestamps, sizes and
     counts must reach them as values (the CLI campaign, cli.py, checks the same through the command line)."""
     import io
@@ -112,8 +112,9 @@ def reports(items: list, report: DecodeReport) -> None:
 
     analysis = analyze_items(items, files=report.files, decode_report=report)
     json.loads(json_report.render(analysis))
-    markdown.render(analysis)
-    terminal.render(analysis, Console(file=io.StringIO(), width=120, force_terminal=False))
+    if text:
+        markdown.render(analysis)
+        terminal.render(analysis, Console(file=io.StringIO(), width=120, force_terminal=False))
 
 
 def _one_line(exc: Exception) -> None:
@@ -210,7 +211,7 @@ def stream(data: bytes) -> None:
         if not isinstance(item, (Exchange, OrphanResponse)):
             raise FuzzFailure(f"decode yielded {type(item).__name__}")
     _report_ok(report)
-    reports(items, report)
+    reports(items, report, text=False)  # the reader target renders the text reports too; here speed matters more
     _framer_conserves([p for f, p in stream_records(data) if not f & 3 and isinstance(p, bytes)])
 
 

@@ -50,7 +50,7 @@ def test_metadata_responses_of_every_version_encode_and_decode_back(version):
     assert kcodec.decode_response(3, version, kcodec.encode_response(3, version, names)) == names
 
 
-@settings(BOUNDED, max_examples=300)
+@settings(BOUNDED, max_examples=800)
 @given(damaged("reader"))
 def test_damaged_capture_files_decode_to_items_and_counted_warnings(data):
     targets.reader(data)
@@ -62,7 +62,7 @@ def test_damaged_kafka_bodies_of_every_version_raise_only_codec_error(data):
     targets.codec(data)
 
 
-@settings(BOUNDED, max_examples=250)
+@settings(BOUNDED, max_examples=800)
 @given(damaged("stream"))
 def test_damaged_kafka_connections_are_framed_paired_and_reported(data):
     targets.stream(data)
