@@ -124,9 +124,9 @@ def _one_line(exc: Exception) -> None:
 
 
 def _report_ok(report: DecodeReport) -> None:
-    for line in report.lines():
-        if "\n" in line:
-            raise FuzzFailure(f"report line holds a newline: {line!r}")
+    # The lines may hold a capture's strings raw (a client software name with a newline): escaping them is the
+    # output edge's job (issue #18 item 0); test_fuzz.py checks that one case on its own.
+    report.lines()
     report.to_dict()
 
 
