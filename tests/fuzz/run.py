@@ -119,7 +119,8 @@ def run_atheris(target: str, seconds: int, runs: int | None, seed: int, log: Cra
     started = time.time()
 
     args = [sys.argv[0], str(corpus_dir), f"-seed={seed}", f"-max_total_time={seconds}", "-timeout=120",
-            "-rss_limit_mb=3072", "-max_len=65536", "-print_final_stats=1", "-close_fd_mask=0"]
+            "-rss_limit_mb=3072", "-max_len=65536", "-print_final_stats=1", "-close_fd_mask=0",
+            f"-artifact_prefix={out / target}/"]  # libFuzzer's own slow-unit / oom files, not in the cwd
     if runs is not None:
         args.append(f"-runs={runs}")
     atheris.Setup(args, test_one)
