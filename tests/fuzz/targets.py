@@ -16,7 +16,7 @@ campaigns (run.py, atheris or a mutation loop) and the regression tests (regress
     broker  the bytes a client sends on one connection (int32 size + request frame, repeated; at most
             BROKER_FRAMES) -> BrokerCore.handle_frame each, on a fresh broker that holds the captures' topics
             (by name and topic id). Clean: an Action for every frame (a Reply's frame is size-prefixed);
-            never an exception.
+            never an exception, nor a Close for an internal error (a handler exception the broker caught).
 """
 
 from __future__ import annotations
@@ -280,6 +280,8 @@ def broker(data: bytes) -> None:
             if size != len(action.frame) - 4:
                 raise FuzzFailure(f"reply frame of {len(action.frame)} bytes says size {size}")
         elif isinstance(action, Close):
+            if getattr(action, "internal", False):  # the handler raised and the broker caught it: still a bug
+                raise FuzzFailure(f"internal error closed the connection: {action.reason}")
             _one_line(Exception(action.reason))
             return  # the connection is gone: later frames are never read
         elif not isinstance(action, NoReply):
