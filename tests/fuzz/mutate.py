@@ -12,9 +12,11 @@ import struct
 
 # Values for a 1/2/4/8-byte field that hit the edges: zero, -1, the signed limits, "just past the end".
 INTERESTING_32 = (0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF,
-                  0x10000000, 0x00FFFFFF)
+                  0x10000000, 0x00FFFFFF,
+                  12, 16, 20, 24, 28)  # pcapng block lengths shorter than a block's fixed fields
 INTERESTING_64 = (0, 0x7FFFFFFFFFFFFFFF, 0x8000000000000000, 0xFFFFFFFFFFFFFFFF, 0x0000FFFFFFFFFFFF)
-OPS = ("flip", "byte", "int16", "int32", "int64", "truncate", "delete", "duplicate", "insert", "varint", "splice")
+OPS = ("flip", "byte", "int16", "int32", "int64", "truncate", "delete", "duplicate", "insert", "varint", "splice",
+       "block")
 
 Mutation = tuple[str, int, int]  # (op, position seed, value seed)
 
@@ -46,12 +48,44 @@ def apply(data: bytes, mutations: list[Mutation], donors: list[bytes] = ()) -> b
             buf[pos:pos] = chunk
         elif op == "insert":
             buf[pos:pos] = random.Random(value).randbytes(1 + value % 16)
+        elif op == "block":
+            _damage_block(buf, where, value)
         elif op == "splice" and donors:
             donor = donors[value % len(donors)]
             if donor:
                 start = (value >> 8) % len(donor)
                 buf[pos:] = donor[start:]
     return bytes(buf)
+
+
+def pcapng_blocks(data: bytes | bytearray) -> list[int]:
+    """Offsets of the blocks of a little-endian pcapng file (empty for anything else)."""
+    if data[:4] != b"\x0a\x0d\x0d\x0a" or data[8:12] != b"\x4d\x3c\x2b\x1a":
+        return []
+    out, pos = [], 0
+    while pos + 12 <= len(data):
+        out.append(pos)
+        n = struct.unpack_from("<I", data, pos + 4)[0]
+        if n < 12:
+            break
+        pos += n
+    return out
+
+
+def _damage_block(buf: bytearray, where: int, value: int) -> None:
+    """Structure-aware damage to one capture block or record: its length becomes small or absurd, and the file
+    may end right after it, so a reader that trusts the length reads past the block or the file."""
+    starts = pcapng_blocks(buf)
+    field = 4
+    if not starts:
+        starts, field = pcap_records(bytes(buf)), 8  # classic pcap: the record's captured length
+    if not starts:
+        return
+    pos = starts[where % len(starts)]
+    small = (12, 16, 20, 24, 28, 32, 0, 4, 0xFFFFFFFF, 0x7FFFFFFF)[value % 10]
+    struct.pack_into("<I", buf, pos + field, small)
+    if (value // 10) % 2 and small < 64:
+        del buf[pos + small + (16 if field == 8 else 0):]
 
 
 def random_mutations(rng: random.Random, count: int | None = None) -> list[Mutation]:
