@@ -52,6 +52,9 @@ _BOM = 0x1A2B3C4D
 _GZIP = b"\x1f\x8b"
 
 _BT_IDB, _BT_PB, _BT_SPB, _BT_EPB = 1, 2, 3, 6
+# The smallest block of each type that holds its fixed fields (header, fields, trailing length).
+_MIN_BLOCK = {_BT_IDB: 20, _BT_PB: 32, _BT_SPB: 16, _BT_EPB: 32}
+_BLOCK_NAMES = {_BT_IDB: "interface description", _BT_PB: "packet", _BT_SPB: "simple packet", _BT_EPB: "packet"}
 _OPT_TSRESOL, _OPT_TSOFFSET = 9, 14
 
 # No sane capture holds a single record this large; a bigger length means the file is corrupt here.
@@ -258,9 +261,9 @@ def _idb(buf, pos: int, blen: int, order: str) -> tuple[int, int, float, float]:
     opt_hdr = struct.Struct(order + "HH").unpack_from
     while opt + 4 <= stop:
         code, length = opt_hdr(buf, opt)
-        if code == 0:
-            break
         value = opt + 4
+        if code == 0 or value + length > stop:  # end of options, or one that runs past its block: damaged
+            break
         if code == _OPT_TSRESOL and length >= 1:
             res = buf[value]
             # High bit set: a negative power of 2; otherwise a negative power of 10.
@@ -317,7 +320,13 @@ def _pcapng(win: _Window, path: str, warnings: Counter) -> Iterator[Record]:
             if end - pos < blen:
                 _truncated(warnings, path, frame, "block")
                 return
-        if btype == _BT_EPB:
+        if blen < _MIN_BLOCK.get(btype, 12):
+            # Too short for its own fixed fields, which would be read from the next block or past the file's end:
+            # skipped (an interface so declared is not declared). A packet block still counts as a frame, so
+            # later frame numbers stay Wireshark's. One warning key per kind, however many such blocks.
+            warnings[f"{name}: {_BLOCK_NAMES[btype]} blocks too short for their fields skipped"] += 1
+            frame += btype != _BT_IDB
+        elif btype == _BT_EPB:
             iface, hi, lo, caplen, origlen = epb(buf, pos + 8)
             frame += 1
             if caplen > blen - 32:

@@ -331,7 +331,10 @@ def encode_response(api_key: int, version: int, body) -> bytes:
             )
             for tid, name in body.names.items()
         )
-        value = mod.MetadataResponse(throttle_time=i32Timedelta.parse(datetime.timedelta(0)), brokers=(), topics=topics)
+        # v13 adds a top-level ErrorCode (KIP-1102), which the response must carry
+        extra = {"error_code": ErrorCode.none} if version >= 13 else {}
+        value = mod.MetadataResponse(throttle_time=i32Timedelta.parse(datetime.timedelta(0)), brokers=(), topics=topics,
+                                     **extra)
         return _kio_write(api_key, version, "response", value)
     raise UnsupportedApi(f"cannot encode response api key {api_key} v{version}")
 
