@@ -46,6 +46,7 @@ INVALID_REQUIRED_ACKS = 21
 UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
+POLICY_VIOLATION = 44
 UNKNOWN_TOPIC_ID = 100
 API_VERSIONS = 18
 
@@ -217,15 +218,26 @@ def init_producer_id(state: BrokerState, request: typing.Any) -> typing.Any:
                 producer_id=state.next_producer_id, producer_epoch=0)
 
 
+# Kafka's controller refuses a CreateTopics whose topics add up to more partitions than this, before allocating
+# anything (ReplicationControlManager.validateTotalNumberOfPartitions: "has led to out-of-memory exceptions").
+MAX_PARTITIONS_PER_BATCH = 10_000
+
+
+def _partitions_asked(state: BrokerState, t: typing.Any) -> int:
+    count = int(t.num_partitions)
+    return max(state.auto_create_partitions, 1) if count == -1 else count
+
+
 def create_topics(state: BrokerState, request: typing.Any) -> typing.Any:
     m = response_module(request)
     results = []
+    too_many = sum(max(_partitions_asked(state, t), 0) for t in request.topics) > MAX_PARTITIONS_PER_BATCH
     for t in request.topics:
-        count = int(t.num_partitions)
-        if count == -1:
-            count = max(state.auto_create_partitions, 1)
+        count = _partitions_asked(state, t)
         code, message, topic_id = NONE, None, uuid.UUID(int=0)
-        if t.name in state.topics:
+        if too_many:  # the whole request fails, every topic with the same error
+            code, message = POLICY_VIOLATION, "Excessively large number of partitions per request."
+        elif t.name in state.topics:
             code, message = TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
         elif count <= 0:
             code, message = INVALID_PARTITIONS, "Number of partitions must be larger than 0."

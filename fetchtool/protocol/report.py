@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from fetchtool.printable import one_line
+
 from .headers import api_name
 
 EXAMPLES_PER_WARNING = 3
@@ -140,7 +142,8 @@ class DecodeReport:
         for (k, v), n in sorted(self.requests.items()):
             out.append(f"  {api_name(k)} v{v} (key {k}): {_count(n, 'request')}")
         for sw_client, sw in sorted(self.client_software.items()):
-            out.append(f"  client {sw_client}: {sw}")
+            # names a peer chose: a newline in one must not start a forged line of this report
+            out.append(one_line(f"  client {sw_client}: {sw}"))
         out.extend(f"warning: {line}" for line in self.warning_lines())
         return out
 

@@ -84,8 +84,6 @@ def test_damaged_kafka_connections_are_framed_paired_and_reported(data):
     targets.stream(data)
 
 
-@pytest.mark.xfail(strict=False, reason="issue #18 item 2: the broker's handler raises on some fuzzed requests "
-                                        "(regressions/broker-*.bin); fixed in the broker, not here")
 @settings(BOUNDED, max_examples=400)
 @given(damaged("broker"))
 def test_the_broker_answers_or_closes_on_every_damaged_request(data):
@@ -102,8 +100,6 @@ def test_every_crash_fuzzing_found_stays_fixed(path):
     within_cpu(targets.TARGETS[path.stem.split("-", 1)[0]], path.read_bytes(), 5.0)
 
 
-@pytest.mark.xfail(strict=False, reason="issue #18 item 2: broker crash sites fixed in fetchtool/broker by another "
-                                        "change; these inputs reproduce them")
 @pytest.mark.parametrize("path", _regressions("broker"), ids=lambda p: p.stem)
 def test_broker_crash_inputs_fuzzing_found_get_an_answer(path):
     # in a child limited to 2 s of CPU and 2 GB: a hang (CreateTopics of 8 million partitions) fails as a crash does
@@ -111,8 +107,6 @@ def test_broker_crash_inputs_fuzzing_found_get_an_answer(path):
     assert status == 0, stderr[-3000:] or f"killed by signal {-status}"
 
 
-@pytest.mark.xfail(strict=False, reason="issue #18 item 0: DecodeReport.lines() carries a client software name's "
-                   "control characters raw, and decode prints its newline as a second stderr line (outside tests/fuzz)")
 def test_a_client_software_name_with_a_newline_stays_on_its_decode_report_line():
     from fetchtool.decoder import decode_events
     from fetchtool.protocol.report import DecodeReport
