@@ -13,7 +13,7 @@ evicted and errors on stderr, stops on SIGINT/SIGTERM. Clients are sent
 Limits, as Kafka's: --max-connections in all and --max-connections-per-ip
 from one address (default half the slots, so no single address can take
 them all), --idle-timeout-ms (connections.max.idle.ms), and a request frame
-must be complete within --partial-frame-timeout-ms of its first byte (a
+must be complete within --frame-timeout-ms of its first byte (a
 slowloris is closed then). A huge request (a Fetch of 100,000s of
 partitions) is handled in slices: other clients are answered meanwhile.
 Idempotent producers' retried batches are acknowledged, not appended twice.
@@ -97,7 +97,7 @@ def _check_options(port: int, admin_port: int | None, cache_slots: int, cache_sh
         bad_option(f"--auto-create-partitions must be at most {MAX_PARTITIONS}, got {auto_create_partitions}")
     check_positive(max_frame_bytes, "--max-frame-bytes", MIN_FRAME_BYTES, strict=False)
     check_positive(idle_timeout_ms, "--idle-timeout-ms")
-    check_positive(partial_frame_timeout_ms, "--partial-frame-timeout-ms")
+    check_positive(partial_frame_timeout_ms, "--frame-timeout-ms")
     check_positive(max_connections, "--max-connections", 1, strict=False)
     if max_connections_per_ip is not None:
         check_positive(max_connections_per_ip, "--max-connections-per-ip", 1, strict=False)
@@ -132,7 +132,7 @@ def main(
                                              f"at least {MIN_FRAME_BYTES}."),
     idle_timeout_ms: int = typer.Option(600_000, "--idle-timeout-ms",
                                         help="close a connection idle this long (connections.max.idle.ms)."),
-    partial_frame_timeout_ms: int = typer.Option(30_000, "--partial-frame-timeout-ms",
+    partial_frame_timeout_ms: int = typer.Option(30_000, "--frame-timeout-ms",
                                                  help="close a connection whose request frame is not complete this "
                                                       "long after its first byte (a slowloris holds a slot no "
                                                       "longer)."),

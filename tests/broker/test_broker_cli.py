@@ -109,7 +109,7 @@ UNBINDABLE = ["--host", "192.0.2.1"]
     ("--cache-slots", "-1"), ("--cache-shards", "0"), ("--cache-shards", "1025"), ("--eviction-ms", "-1"),
     ("--max-frame-bytes", "0"), ("--max-frame-bytes", "1023"), ("--max-connections", "0"),
     ("--max-connections-per-ip", "0"),
-    ("--idle-timeout-ms", "0"), ("--partial-frame-timeout-ms", "-5"), ("--auto-create-partitions", "-1"),
+    ("--idle-timeout-ms", "0"), ("--frame-timeout-ms", "-5"), ("--auto-create-partitions", "-1"),
     ("--auto-create-partitions", "100001"), ("--topic", "huge:100001"),
 ])
 def test_a_bad_option_value_is_refused_in_one_line_before_the_broker_listens(option, value):
