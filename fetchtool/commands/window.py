@@ -34,7 +34,9 @@ class TimeWindow:
     def describe(self) -> str:
         if self.since is not None and self.until is not None:
             return f"between {iso(self.since)} and {iso(self.until)}"
-        return f"since {iso(self.since)}" if self.since is not None else f"before {iso(self.until)}"
+        if self.since is not None:
+            return f"since {iso(self.since)}"
+        return "at any time" if self.until is None else f"before {iso(self.until)}"
 
 
 
@@ -62,12 +64,14 @@ def parse_time(text: str, option: str) -> float | tuple[str, float]:
 def time_window(since: str | None, until: str | None, captures) -> TimeWindow:
     """The window the options ask for; offsets resolved against the first packet of the capture files."""
     ends = [None if t is None else parse_time(t, opt) for t, opt in ((since, "--since"), (until, "--until"))]
+    start = 0.0  # read only when an end is an offset
     if any(isinstance(e, tuple) for e in ends):
-        start = capture_start(captures)
-        if start is None:
+        first = capture_start(captures)
+        if first is None:
             bad_option("an offset such as +30s needs a capture file that can be read to count from")
-        ends = [start + e[1] if isinstance(e, tuple) else e for e in ends]
-    window = TimeWindow(*ends)
+        start = first
+    since_at, until_at = (start + e[1] if isinstance(e, tuple) else e for e in ends)
+    window = TimeWindow(since_at, until_at)
     if window.since is not None and window.until is not None and window.until <= window.since:
         bad_option(f"--until ({iso(window.until)}) must be later than --since ({iso(window.since)})")
     return window

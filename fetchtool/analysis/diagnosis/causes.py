@@ -26,6 +26,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from operator import itemgetter
 
+from fetchtool.exchange import Exchange
 from fetchtool.sessions.metadata import MAX_INT
 
 from fetchtool.analysis.diagnosis.shadow import Eviction, Verdict
@@ -39,7 +40,7 @@ LATER = 4  # requests of the same session after a 71 kept as evidence
 class PendingError:
     """A session error waiting for its cause."""
 
-    ex: object  # Exchange
+    ex: Exchange
     session: TrackedSession
     expected_epoch: int | None
     prev_success: SentRequest | None
@@ -61,7 +62,7 @@ def epoch_cause(p: PendingError) -> Cause:
     ex = p.ex
     epoch = ex.session_epoch
     last = p.prev_success
-    if last is not None and last.epoch == MAX_INT and epoch <= 0:
+    if last is not None and last.epoch == MAX_INT and epoch is not None and epoch <= 0:
         return Cause("bad_wrap", f"the previous accepted epoch was {MAX_INT} (frame {last.request_frame}) and the "
                                  f"client sent {epoch} instead of 1")  # fmt: skip
     same = [r for r in (*p.prev_requests, *p.later) if r.epoch == epoch and r.request_frame != ex.request_frame]
@@ -168,9 +169,10 @@ class NotFoundResolver:
     # broker_restart: the whole cache vanished at once, after the connections were re-established.
     def _restart(self, p: PendingError) -> Cause | None:
         s = p.session
-        if not s.error_conn_changed or s.last_success is None:
+        last_ok = s.last_success
+        if not s.error_conn_changed or last_ok is None or last_ok.ts is None or s.error_ts is None:
             return None
-        since, failed = s.last_success.ts, s.error_ts
+        since, failed = last_ok.ts, s.error_ts
         peers, errors, last_oks = self._restart_peers(s.broker)
         # The group is the peers failing since `since` and last successful by `failed`: two cuts of sorted
         # lists name it, so the errors of one restart (which share their group) are judged once.
@@ -207,7 +209,8 @@ class NotFoundResolver:
         peers = self._peers.get(broker)
         if peers is None:
             rows = [(t.last_success.ts, t.error_ts, t) for t in self.by_broker[broker]
-                    if t.error_ts is not None and t.error_conn_changed and t.last_success is not None]  # fmt: skip
+                    if t.error_ts is not None and t.error_conn_changed and t.last_success is not None
+                    and t.last_success.ts is not None]  # fmt: skip
             peers = self._peers[broker] = (rows, sorted(r[1] for r in rows), sorted(r[0] for r in rows))
         return peers
 
@@ -241,6 +244,7 @@ class NotFoundResolver:
 def eviction_detail(e: Eviction, verdict: Verdict) -> str:
     """Why Kafka evicted e.victim, in words: stale (its client left it idle) or by size (for whom)."""
     n = e.evictor
+    assert isinstance(n, TrackedSession), "the tracker's cache events name its own sessions (analysis.shadow keys)"
     if verdict.told:
         shape = f"its cache of {verdict.shapes[0].describe()}"
     else:

@@ -33,6 +33,14 @@ IN_FLIGHT_GRACE = 1.0  # seconds past MaxWaitMs before an unanswered request at 
 SNAPSHOT_ERRORS = {98: "SNAPSHOT_NOT_FOUND", 99: "POSITION_OUT_OF_RANGE"}  # KIP-630 codes the engine does not name
 
 
+@dataclass(frozen=True, slots=True)
+class _FirstSeen:
+    """Where a capture-quality finding (REQUEST_MISSING, CAPTURE_GAP) was first seen: its Agg's anchor."""
+
+    frame: int | None
+    ts: float | None
+
+
 @dataclass(slots=True)
 class _Starvation:
     """Per (client, broker): partitions left out of full responses (KIP-74), watched after the first full one."""
@@ -122,7 +130,7 @@ class FindingsEngine:
         key = (code, file, client, broker)
         agg = self._quality.get(key)
         if agg is None:
-            agg = self._quality[key] = Agg(dict(file=file, frame=frame, ts=ts, client=client, broker=broker))
+            agg = self._quality[key] = Agg(_FirstSeen(frame, ts))  # file, client, broker: in the key
         agg.add(frame)
         return agg
 
@@ -261,12 +269,12 @@ class FindingsEngine:
             s = p.session
             if c.cause == "broker_restart" and s.end == LOST and s.end_reason == "FETCH_SESSION_ID_NOT_FOUND":
                 s.end_reason = "broker restart"
-            if c.cause == "evicted" and c.eviction.reason != "stale":
+            if c.cause == "evicted" and c.eviction is not None and c.eviction.reason != "stale":
                 evicted.setdefault(s.broker, []).append((p, c))
             msg = (f"Incremental fetch of session {s.session_id} (epoch {p.ex.session_epoch}) got "
                    f"FETCH_SESSION_ID_NOT_FOUND: {c.detail}.")
             self._add_ex("FETCH_SESSION_ID_NOT_FOUND", c.cause, p.ex, msg, stale=c.cause == "evicted"
-                         and c.eviction.reason == "stale")
+                         and c.eviction is not None and c.eviction.reason == "stale")
         for p in self.pending_71:
             c = epoch_cause(p)
             msg = (f"Incremental fetch of session {p.session.session_id} with epoch {p.ex.session_epoch} got "
@@ -418,16 +426,17 @@ class FindingsEngine:
             self._add_agg("RESPONSE_MISSING", None, late[0], msg, len(late), [e.request_frame for e in late])
         for (code, file, client, broker), agg in self._quality.items():
             first = agg.ex
+            assert isinstance(first, _FirstSeen), "_quality_event anchors its aggregates where they were first seen"
             if code == "CAPTURE_GAP":
                 msg = (f"The capture lost {agg.extra.get('lost_bytes', 0)} bytes in {agg.count} gap(s) on the "
                        f"connection {client} -> {broker}; exchanges there may be missing.")
             else:
                 msg = (f"{agg.count} response(s) from {broker} to {client} have no request in the capture (first at "
-                       f"frame {first['frame']}).")
+                       f"frame {first.frame}).")
             self.findings.append(Finding(
                 code=code, severity=SEVERITY[code], cause=None, client=client, client_id=None, broker=broker,
-                session_id=None, epoch=None, file=file, request_frame=None, response_frame=first["frame"],
-                ts=first["ts"], message=msg, advice=advice(code), count=agg.count, frames=tuple(agg.frames),
+                session_id=None, epoch=None, file=file, request_frame=None, response_frame=first.frame,
+                ts=first.ts, message=msg, advice=advice(code), count=agg.count, frames=tuple(agg.frames),
             ))  # fmt: skip
 
         for m in self._started_mid_message:

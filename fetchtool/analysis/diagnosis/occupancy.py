@@ -61,7 +61,7 @@ class OccupancyRecorder:
             self.total.append((t_ms, sum(sizes)))
 
     def result(self, shape) -> Occupancy:
-        per_shard = ()
+        per_shard: tuple[tuple[int, Series], ...] = ()
         if len(self.points) > 1:
             per_shard = tuple((k, _series(p)) for k, p in enumerate(self.points) if p)
         return Occupancy(shape.shards, shape.per_shard, _series(self.total), per_shard)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fetchtool.exchange import Exchange
+
 from fetchtool.analysis.diagnosis.build import MAX_FRAMES, Agg, finding
 from fetchtool.analysis.model import CLOSE, FULL, FULL_CREATE, INCREMENTAL, SESSIONLESS, Finding
 from fetchtool.analysis.reports.units import human
@@ -62,7 +64,8 @@ class SessionUse:
             if kind == FULL_CREATE:
                 use.created += 1
                 self.open[conn] = [ex.response_session_id, False, use]
-            if (kind == FULL_CREATE or obs.refused) and len(use.asking_frames) < MAX_FRAMES:
+            if (kind == FULL_CREATE or obs.refused) and ex.request_frame is not None \
+                    and len(use.asking_frames) < MAX_FRAMES:
                 use.asking_frames.append(ex.request_frame)
         elif kind == INCREMENTAL:
             use.incremental += 1
@@ -77,7 +80,7 @@ class SessionUse:
             use.sessionless += 1
             if ex.partitions > use.sessionless_max_partitions:
                 use.sessionless_max_partitions = ex.partitions
-            if len(use.sessionless_frames) < MAX_FRAMES:
+            if ex.request_frame is not None and len(use.sessionless_frames) < MAX_FRAMES:
                 use.sessionless_frames.append(ex.request_frame)
         if obs.refused:
             agg = self.refused.get(key)
@@ -136,13 +139,13 @@ class SessionUse:
             if b.granted or not b.refused:
                 continue
             aggs = [a for (_h, _c, br), a in self.refused.items() if br == broker]
-            first = min(aggs, key=lambda a: a.ex.ts or 0).ex
+            first = min(map(_exchange, aggs), key=lambda ex: ex.ts or 0)
             frames = [f for a in aggs for f in a.frames][:MAX_FRAMES]
             msg = (f"Broker {broker} never granted a fetch session: all {b.refused:,} session-creating fetches from "
                    f"{len(aggs)} client(s) got session id 0, so every fetch is a full fetch.")
             out.append(finding("SESSIONS_NOT_GRANTED", None, first, msg, b.refused, frames))
         for (host, client_id, broker), agg in self.dropped.items():
-            ex = agg.ex
+            ex = _exchange(agg)
             msg = (f"Broker {broker} answered {agg.count:,} incremental fetch(es) from {client_id or '?'} ({host}) "
                    f"with session id 0 and no error while the session still held partitions (first: session "
                    f"{ex.session_id}, epoch {ex.session_epoch}): Kafka keeps such a session, and answers one it "
@@ -150,3 +153,9 @@ class SessionUse:
             out.append(finding("SESSION_DROPPED_WITHOUT_ERROR", None, ex, msg, agg.count, agg.frames))
         return out
 
+
+
+def _exchange(agg: Agg) -> Exchange:
+    """The first exchange of one of SessionUse's aggregates (Agg holds any anchor; these are all exchanges)."""
+    assert isinstance(agg.ex, Exchange), "SessionUse makes its aggregates from exchanges only"
+    return agg.ex

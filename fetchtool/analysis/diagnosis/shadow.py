@@ -17,9 +17,12 @@ it gone, a refusal proves the shard the broker chose was full, a creation proves
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
-from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, FetchSessionCache, SessionEvicted
+from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, FetchSessionCache, FetchSessionCacheShard, SessionEvicted
 from fetchtool.sessions.errors import SessionIdOutOfRange
+from fetchtool.sessions.partitions import TopicIdPartition
+from fetchtool.sessions.session import CachedPartition, FetchSession
 
 from fetchtool.analysis.diagnosis.occupancy import Occupancy, OccupancyRecorder
 from fetchtool.analysis.tracking.cache_events import ABSENT, CREATE, PRESENT, REFUSE, RESTART, TOUCH, CacheEvent
@@ -92,7 +95,7 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
         for shard in cache.shards:
             shard.max_entries = per_shard
     owners: dict[int, object] = {}
-    models: dict[int, object] = {}  # session id -> the engine's FetchSession (kept after eviction: idle time)
+    models: dict[int, FetchSession] = {}  # session id -> the engine's FetchSession (kept after eviction: idle time)
     evicted_ids: set[int] = set()
     evictions: dict = {}
     live = peak = 0
@@ -100,7 +103,7 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
     recorder = OccupancyRecorder(shape.shards) if record else None
     before: CacheEvent | None = None  # the event whose effect the recorder has not seen yet
 
-    def shard_of(sid: int):
+    def shard_of(sid: int) -> FetchSessionCacheShard | None:
         try:
             return cache.get_cache_shard(sid)
         except SessionIdOutOfRange:
@@ -113,18 +116,23 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
             before = ev
         if ev.kind == RESTART:
             for shard in cache.shards:
-                for session in shard.sessions():
-                    shard.remove(session, ev.t_ms, "lost")
+                for lost in shard.sessions():
+                    shard.remove(lost, ev.t_ms, "lost")
             cache.drain_events()
             live = 0
             continue
+        now = ev.t_ms
+        if ev.kind == REFUSE:  # a refusal names no session, so no shard: the broker's choice is unknown
+            if all(s.would_admit(now, ev.privileged, ev.size) for s in cache.shards) and contradiction is None:
+                contradiction = "the broker refused a session while every shard had room"
+            continue
         sid = ev.session_id
-        shard = shard_of(sid) if ev.kind != REFUSE else None
-        if ev.kind != REFUSE and shard is None:
+        target = shard_of(sid)
+        if target is None:
             if ev.kind == CREATE and contradiction is None:
                 contradiction = f"session id {sid} is outside {shape.shards} shards"
             continue
-        now = ev.t_ms
+        shard = target
         if ev.kind == CREATE:
             if shard.get(sid) is not None and shard.remove(sid, now, "reissued") is not None:
                 live -= 1  # Kafka issues no id a cached session holds: the old one had gone, unseen
@@ -147,9 +155,6 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
             owners[sid], models[sid] = ev.key, created
             evicted_ids.discard(sid)
             peak = max(peak, live)
-        elif ev.kind == REFUSE:
-            if all(s.would_admit(now, ev.privileged, ev.size) for s in cache.shards) and contradiction is None:
-                contradiction = "the broker refused a session while every shard had room"
         elif ev.kind in (TOUCH, PRESENT):
             session = shard.get(sid)
             if session is None:
@@ -165,12 +170,14 @@ def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset()
                     continue
                 session = shard.create_session_with_id(sid, now - LONG_AGO_MS, ev.privileged,
                                                        _Partitions(ev.size))
+                assert session is not None, "the shard had a free slot (checked above), so Kafka admits it"
                 cache.drain_events()
                 owners[sid], models[sid] = ev.key, session
                 live += 1
                 peak = max(peak, live)
             if ev.kind == TOUCH:
-                session.partition_map = _Partitions(ev.size)
+                # the size-only stand-in create_session_with_id accepts: the cache only counts it, never reads it
+                session.partition_map = cast(dict[TopicIdPartition, CachedPartition], _Partitions(ev.size))
                 shard.touch(session, now)
         else:  # CLOSE, ABSENT: the session leaves (a 70 proves it had)
             if shard.remove(sid, now, "closed") is not None:

@@ -37,7 +37,7 @@ def max_wait_text(t: TrafficSummary) -> str:
 
 
 def traffic_rows(a: Analysis) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for who, t in [(f"broker {b.broker}", b.traffic) for b in a.brokers] + [(c.label, c.traffic) for c in a.clients]:
         if t is None or not t.fetches:
             continue

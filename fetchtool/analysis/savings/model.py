@@ -23,10 +23,11 @@ import uuid
 from dataclasses import dataclass
 from itertools import compress, groupby
 from operator import attrgetter, eq, itemgetter, ne
+from typing import TypeGuard, cast
 
 from fetchtool.exchange import Exchange, ResponsePartition
 from fetchtool.sessions import (FetchManager, FetchSessionCache, FetchSessionHandler, PartitionData,
-                                PartitionResult, TopicIdPartition)
+                                PartitionResult, TopicIdPartition, TopicPartition)
 from fetchtool.sessions.partitions import ZERO_UUID
 
 from fetchtool.analysis.savings import sizes as size
@@ -71,6 +72,13 @@ class ByteSums:
     """Both directions added up; shared by one exchange's figures and the running totals."""
 
     __slots__ = ()
+    # provided by each subclass (a dataclass field, or a slot of the running totals)
+    actual_request_bytes: int
+    actual_response_bytes: int
+    full_request_bytes: int
+    full_response_bytes: int
+    incremental_request_bytes: int
+    incremental_response_bytes: int
 
     @property
     def actual_bytes(self) -> int:
@@ -147,6 +155,11 @@ def request_kind(ex: Exchange) -> str:
     return INCREMENTAL
 
 
+def _complete(hits: list[_Entry | None]) -> TypeGuard[list[_Entry]]:
+    """Whether every row found its key entry (an entry is a non-empty tuple, so truthy)."""
+    return all(hits)
+
+
 def _count_diverging(epochs: list[int]) -> int:
     return len([d for d in epochs if d >= 0]) if epochs and max(epochs) >= 0 else 0
 
@@ -167,7 +180,8 @@ class StreamModel:
         self.wanted: dict[ClientKey, PartitionData] = {}   # what the client fetches, in its order
         # (topic, topic id, partition) of a captured row -> (client key, engine key, its state, its request)
         self.keys: dict[tuple, _Entry] = {}
-        self.tips: dict[ClientKey, EngineKey] = {}   # the engine key a client key is sent as (its first)
+        # the engine key a client key is sent as (its first); the engine hands client keys back as TopicPartitions
+        self.tips: dict[ClientKey | TopicPartition, EngineKey] = {}
         self.requests: dict[ClientKey, RequestState] = {}
         self.parts: dict[TopicIdPartition, PartitionState] = {}
         self.noisy: list[PartitionState] = []
@@ -228,13 +242,14 @@ class StreamModel:
         (topic_runs of their wire keys) when known. A row's own (topic, topic id, partition) is its entry's
         dict key, except that a request row's topic id is ignored below v13."""
         keys, key = self.keys, self._key
-        runs = None
+        runs: list[tuple[str, int]] | None = None
+        hits: list[_Entry | None]
         if not ids and not self.id_keys:
             # Every entry is (topic, None, partition), and so is every row's below v13 (a topic id on a row can
             # find nothing): look the partitions up a topic at a time.
             by_name, runs, hits = self.by_name, [], []
-            for topic, run in groupby(rows, _row_topic):
-                run = list(run)
+            for topic, group in groupby(rows, _row_topic):
+                run = list(group)
                 runs.append((topic, len(run)))
                 by_partition = by_name.get(topic)
                 hits += map(by_partition.get, map(_row_partition, run)) if by_partition else [None] * len(run)
@@ -243,10 +258,10 @@ class StreamModel:
             # (a row's topic id can only find a wrong entry if some entry has one)
             if request and not ids and self.id_keys and list(map(_row_topic_id, rows)).count(None) != len(rows):
                 return [key(r.topic, r.topic_id, r.partition, ids) for r in rows], None
-        if not all(hits):
-            # In order, as one at a time: a missing entry is made once, and later rows find it.
-            hits = [h if h is not None else key(r.topic, r.topic_id, r.partition, ids) for h, r in zip(hits, rows)]
-        return hits, runs
+        if _complete(hits):
+            return hits, runs
+        # In order, as one at a time: a missing entry is made once, and later rows find it.
+        return [h if h is not None else key(r.topic, r.topic_id, r.partition, ids) for h, r in zip(hits, rows)], runs
 
     def _wanted(self, ex: Exchange, kind: str, ids: bool) -> dict[ClientKey, PartitionData]:
         wanted = dict(self.wanted) if kind == INCREMENTAL else {}
@@ -269,11 +284,12 @@ class StreamModel:
         else:   # a partition listed twice: row by row, each compared with the one before
             for p, tp, hit in zip(rows, cks, hits):
                 q = hit[3]
-                if q.row != p:
-                    q.data = make(p.fetch_offset, p.log_start_offset, p.partition_max_bytes, p.current_leader_epoch,
-                                  p.last_fetched_epoch, hit[1].topic_id)
+                data = q.data
+                if q.row != p or data is None:   # (no data yet: no row yet either)
+                    data = q.data = make(p.fetch_offset, p.log_start_offset, p.partition_max_bytes,
+                                         p.current_leader_epoch, p.last_fetched_epoch, hit[1].topic_id)
                     q.row = p
-                wanted[tp] = q.data
+                wanted[tp] = data
         if kind == INCREMENTAL:
             key = self._key
             for f in ex.forgotten_partitions:
@@ -338,13 +354,17 @@ class StreamModel:
 
         # The client side: what a session would send.
         # (with no topic id anywhere, what a Builder learns from the partitions is known: no names, none with an id)
-        req = self.handler.build_from(wanted, None if self.any_ids else ({}, len(wanted)),
-                                      copy_session_partitions=False)
+        # (a ClientKey is the engine's TopicPartition in all but name: a (topic, partition) tuple, equal and
+        # hashed alike)
+        req = self.handler.build_from(cast("dict[TopicPartition, PartitionData]", wanted),
+                                      None if self.any_ids else ({}, len(wanted)), copy_session_partitions=False)
         to_send = req.to_send
         forgotten = req.forgotten_for_version(veq)
         tips = self.tips
-        fetch_data = {tips[tp]: data for tp, data in to_send.items()}
-        names = {tip.topic_id: tip.topic for tip in fetch_data if tip.topic_id.int} if ids else {}
+        fetch_data: dict[TopicIdPartition, PartitionData] = {tips[tp]: data for tp, data in to_send.items()}
+        # (every engine key made here has a name, the topic id's text when the capture shows no name)
+        names = {tip.topic_id: tip.topic for tip in fetch_data
+                 if tip.topic_id.int and tip.topic is not None} if ids else {}
         ctx = self.manager.new_context(now_ms, veq, req.metadata, ex.replica_id is not None and ex.replica_id >= 0,
                                        fetch_data, forgotten, names)
 
@@ -401,7 +421,7 @@ class StreamModel:
         captured = ex.response_partitions
         missing = captured is None
         records = 0
-        if missing:
+        if captured is None:
             inc_resp = full_resp = 0
             reenc_resp = None
         else:
@@ -429,7 +449,7 @@ class StreamModel:
         if ex.request_bytes is not None:
             inc_req += actual_req - reenc_req
             full_req += actual_req - reenc_req
-        if not missing and ex.response_bytes is not None:
+        if reenc_resp is not None and ex.response_bytes is not None:   # (reenc_resp: None only when missing)
             inc_resp += actual_resp - reenc_resp
             full_resp += actual_resp - reenc_resp
 

@@ -72,10 +72,11 @@ def broker_losses(broker: str, conns: list[ConnectionState], capture_end: float 
     if capture_end is None:
         return []
     cut = sorted((c for c in conns if c.in_flight and c.cut_deadline is not None and c.cut_deadline < capture_end),
-                 key=lambda c: c.cut_deadline)
-    losses, group = [], []
-    for c in cut + [None]:
-        if c is not None and group and _start(c) < min(x.cut_deadline for x in group):
+                 key=_deadline)
+    losses: list[BrokerLoss] = []
+    group: list[ConnectionState] = []
+    for c in [*cut, None]:
+        if c is not None and group and _start(c) < min(_deadline(x) for x in group):
             group.append(c)
             continue
         if len(group) >= 2:
@@ -86,6 +87,12 @@ def broker_losses(broker: str, conns: list[ConnectionState], capture_end: float 
     return losses
 
 
+def _deadline(c: ConnectionState) -> float:
+    """When the connection's first unanswered request was due: only cut connections (chosen by it) are asked."""
+    assert c.cut_deadline is not None, "a connection with a request in flight has its deadline"
+    return c.cut_deadline
+
+
 def _start(c: ConnectionState) -> float:
     """The broker last answered on this connection then: it was alive."""
     return c.last_response_ts if c.last_response_ts is not None else c.first_ts
@@ -93,7 +100,7 @@ def _start(c: ConnectionState) -> float:
 
 def _judge(broker: str, group: list[ConnectionState], conns: list[ConnectionState]) -> BrokerLoss | None:
     last_answer = max(_start(c) for c in group)
-    cut_by = min(c.cut_deadline for c in group)
+    cut_by = min(_deadline(c) for c in group)
     cut = {id(c) for c in group}
     for c in conns:
         if id(c) in cut or c.first_ts > last_answer or c.last_response_ts is None:

@@ -70,8 +70,8 @@ class TimelineTracker:
             return
         s = self.series.get(ex.broker)
         if s is None:
-            s = self.series[ex.broker] = _Series()
-        s.feed(ex)
+            s = self.series[ex.broker] = _Series(ex.ts)
+        s.feed(ex, ex.ts)
 
     def timelines(self) -> dict[str, Timeline]:
         return {broker: s.timeline() for broker, s in self.series.items()}
@@ -80,20 +80,19 @@ class TimelineTracker:
 class _Series:
     __slots__ = ("width", "buckets", "lo", "hi")
 
-    def __init__(self) -> None:
+    def __init__(self, first_ts: float) -> None:
         self.width = FINEST_S
         self.buckets: dict[int, _Bucket] = {}
-        self.lo = self.hi = None
+        self.lo = self.hi = floor(first_ts / FINEST_S)  # made for its first exchange, so never empty
 
-    def feed(self, ex: Exchange) -> None:
-        i = floor(ex.ts / self.width)
-        if self.lo is None:
-            self.lo = self.hi = i
-        elif i < self.lo or i > self.hi:
+    def feed(self, ex: Exchange, ts: float) -> None:
+        """``ts``: ex.ts, known (exchanges without a request time are not in a timeline)."""
+        i = floor(ts / self.width)
+        if i < self.lo or i > self.hi:
             self.lo, self.hi = min(self.lo, i), max(self.hi, i)
             while self.hi - self.lo + 1 > MAX_BUCKETS:
                 self._coarsen()
-            i = floor(ex.ts / self.width)
+            i = floor(ts / self.width)
         b = self.buckets.get(i)
         if b is None:
             b = self.buckets[i] = _Bucket()
@@ -105,7 +104,7 @@ class _Series:
             b.errors += 1
         if rp and any(map(_error, rp)):
             b.partition_errors += 1
-        ms = (ex.response_ts - ex.ts) * 1000.0
+        ms = (ex.response_ts - ts) * 1000.0
         b.latency.add(ceil(log(ms) * INV_LOG_GAMMA) if ms >= ZERO_BELOW_MS else ZERO)  # latency.bucket, inlined
 
     def _coarsen(self) -> None:

@@ -18,6 +18,7 @@ from operator import attrgetter
 from fetchtool.exchange import FETCH, FETCH_SNAPSHOT, Exchange
 from fetchtool.sessions.metadata import FINAL_EPOCH, INITIAL_EPOCH, FetchMetadata, next_epoch
 
+from fetchtool.analysis.diagnosis.occupancy import Occupancy
 from fetchtool.analysis.tracking.connections import ConnectionState
 from fetchtool.analysis.tracking.cache_events import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, TOUCH, CacheEvent
 from fetchtool.analysis.model import CLOSE as CLOSE_KIND
@@ -187,7 +188,7 @@ class TrackedBroker:
         self.granted = False  # ever shown to keep a session (grants_session)
         self.cache_events: list[CacheEvent] = []  # what each exchange did to the broker's cache (analysis.shadow)
         self.max_live = 0  # most sessions cached at once, from the shadow cache (set when the analysis ends)
-        self.occupancy = None  # its live sessions over time (analysis.diagnosis.occupancy), set with max_live
+        self.occupancy: Occupancy | None = None  # its live sessions over time (analysis.diagnosis.occupancy), set with max_live
         self.connections: dict[int, ConnectionState] = {}  # by connection id (analysis.connections)
 
     def cache_event(self, t: float | None, kind: int, session_id: int, size: int, privileged: bool,
