@@ -54,7 +54,8 @@ def write_capture(path: Path, connections: int, incremental: int = 2, partitions
 
 
 def run_replay(capture: Path, connections: int, extra: list[str]) -> dict:
-    fetchtool = shutil.which("fetchtool") or "fetchtool"
+    # the installed command, as a user runs it; next to this Python when its environment is not on PATH
+    fetchtool = shutil.which("fetchtool") or str(Path(sys.executable).with_name("fetchtool"))
     cmd = ["/usr/bin/time", "-v", fetchtool, "replay", str(capture), "--format", "json"]
     if "--broker" not in extra:
         cmd += ["--cache-slots", str(max(1000, connections)), "--cache-shards", "1"]

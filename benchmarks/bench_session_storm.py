@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,8 @@ COMMANDS = (
     ("savings --format json", ["savings", "--format", "json"]),
     ("savings (terminal)", ["savings"]),
 )
+# the installed command, as a user runs it; next to this Python when its environment is not on PATH
+FETCHTOOL = shutil.which("fetchtool") or str(Path(sys.executable).with_name("fetchtool"))
 TSHARK = os.environ.get("FETCHTOOL_TSHARK", "/opt/tshark44/tshark")
 
 
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         for label, cmd in COMMANDS:
             if args.only and not any(label.startswith(o) for o in args.only):
                 continue
-            r = timed(["fetchtool", *cmd, str(capture)], Path(tmp) / "out")
+            r = timed([FETCHTOOL, *cmd, str(capture)], Path(tmp) / "out")
             flag = "" if r["exit"] == 0 else f"  (exit {r['exit']})"
             print(f"{label:32} {r['wall_s']:>8} {r['max_rss_mb']:>11} {r['output_bytes']:>14,}{flag}")
         if not args.no_tshark and Path(TSHARK).exists():
