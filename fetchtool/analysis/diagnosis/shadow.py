@@ -224,8 +224,9 @@ def infer(events: list[CacheEvent], slots: int | None, shards: int | None, evide
     # Without evidence only an unbounded cache is kept, and it evicts nothing whatever its shards: one replay.
     shard_counts = (shards,) if shards else ((8, 1) if evidence else (8,))
     results = []
+    alone = not evidence and len(shard_counts) == 1  # the only shape tried: record its occupancy on the way
     for n in shard_counts:
-        free = replay(events, Shape(n, None), gone, eviction_ms)
+        free = replay(events, Shape(n, None), gone, eviction_ms, record=alone)
         results.append(free)
         if not evidence:
             continue
@@ -240,7 +241,8 @@ def infer(events: list[CacheEvent], slots: int | None, shards: int | None, evide
     for r in fits[1:]:
         agreed = {k: e for k, e in agreed.items() if _same(r.evictions.get(k), e)}
     settled = min(fits, key=lambda r: r.peak)  # the first of the shapes that show the least: the reported peak
-    shown = replay(events, settled.shape, gone, eviction_ms, record=True).occupancy
+    shown = settled.occupancy if settled.occupancy is not None else \
+        replay(events, settled.shape, gone, eviction_ms, record=True).occupancy
     return Verdict(tuple(r.shape for r in fits), False, agreed, settled.peak, shown)
 
 
