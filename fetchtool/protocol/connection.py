@@ -149,6 +149,8 @@ class KafkaConnection:
             if len(p) >= 2 and p[0] == 0x16 and p[1] == 0x03:
                 return self._not_kafka(f"TLS traffic between {a} and {b} (encrypted Kafka cannot be decoded)")
         full = any(len(p) >= DETECT_LIMIT for p in self._prefix.values()) or len(self._held) > 256
+        if not (final or full) and sum(1 for p in self._prefix.values() if p) < 2:
+            return False  # one side's bytes alone: nothing answers its requests yet, so nothing decides
         # Requests are looked for past a cut first message only when deciding at last: that scan costs a pass
         # over the first DEEP_SCAN bytes, not to be repeated with every event held.
         req_ids, client = self._by_answers(a, b, deep=False)
@@ -460,7 +462,7 @@ def _request_ids(prefix, deep: bool) -> set[int]:
         pos = None
     if pos is None:
         return ids
-    while plausible_request_start(raw, pos, MAX_FRAME):
+    while pos == 0 or plausible_request_start(raw, pos, MAX_FRAME):  # a found start is plausible already
         ids.add(_I32.unpack_from(raw, pos + 8)[0])
         pos += 4 + _I32.unpack_from(raw, pos)[0]
     return ids

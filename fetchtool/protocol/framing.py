@@ -119,6 +119,16 @@ class Framer:
             data = data[n:] if n < len(data) else b""
         if not data:
             return _NO_FRAMES
+        if not self._have and not self.resyncing and len(data) >= 4:
+            # Fast path, as _parse would frame it: a synced stream's packet that holds exactly one whole frame.
+            size = _SIZE.unpack_from(data, 0)[0]
+            if size + 4 == len(data) and self._min <= size <= self._max:
+                self._first_frame = frame
+                self._last = (frame, ts)
+                self._need = 4
+                self.frames += 1
+                # a copy, as _join makes: a view of the capture's mapped bytes must not outlive its batch
+                return [Frame(memoryview(data if type(data) is bytes else bytes(data))[4:], frame, ts, len(data))]
         if not self._have:
             self._first_frame = frame
         if self._opening and self._lead is None:

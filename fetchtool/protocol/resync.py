@@ -41,8 +41,6 @@ def scan_responses(raw: bytes, start: int, pending: dict[int, int], stream_start
     sight; (None, candidate, need) when a candidate waits for `need` bytes from it."""
     end = len(raw)
     is_pending = pending.__contains__
-    ids = [_I32.pack(c) for c in list(pending)[:PENDING_LOOKED_AT]]
-    nxt = {k: raw.find(k, start + 4) for k in ids}
     first_wait = None  # the stream's first byte, waiting for its frame's end without a pending id behind it
     if stream_start and start == 0:
         verdict = _judge(raw, 0, end, is_pending, on_id=False)
@@ -53,6 +51,9 @@ def scan_responses(raw: bytes, start: int, pending: dict[int, int], stream_start
             # Requests arrive meanwhile, so it is looked at again before its end: with every packet while less
             # than RESCAN_EVERY_PACKET is held, then after every quarter more bytes (a bounded number of rescans).
             first_wait = None, 0, (0 if end < RESCAN_EVERY_PACKET else min(verdict[2], end + end // 4))
+    # Indexed only now: a stream whose first byte starts a response that chains (the common case) needs none.
+    ids = [_I32.pack(c) for c in list(pending)[:PENDING_LOOKED_AT]]
+    nxt = {k: raw.find(k, start + 4) for k in ids}
     while True:
         live = [i for i in nxt.values() if i != -1]
         if not live:
