@@ -149,7 +149,7 @@ def where_text(f) -> str:
         where.append(f"session {f.session_id}" + (f" epoch {f.epoch}" if f.epoch is not None else ""))
     if f.request_frame or f.response_frame:
         frames = f"frames {f.request_frame or '-'}/{f.response_frame or '-'}"
-        where.append(frames + (f" (+{f.count - 1} more)" if f.count > 1 else ""))
+        where.append(frames + (f" (+{f.count - 1:,} more)" if f.count > 1 else ""))
     if f.file:
         where.append(f"in {f.file}")
     return ", ".join(where) or "the whole capture"
