@@ -10,6 +10,7 @@ Used by test_heavy_requests.py and runnable as a benchmark against `fetchtool br
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import importlib
 import os
@@ -92,11 +93,12 @@ def measure(port: int, frame: bytes, host: str = "127.0.0.1") -> tuple[float, fl
     return worst, took[0], count
 
 
-def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    partitions = int(args[0]) if args else 250_000
-    epoch = 0 if "--full" in sys.argv else -1
-    command = [sys.executable, "-m", "fetchtool", "broker", "--port", "0", "--auto-create-partitions", "0"]
+@contextlib.contextmanager
+def broker_process(partitions: int) -> typing.Iterator[int]:
+    """`fetchtool broker` on a free loopback port, in its own process as a user runs it, with the topics_for()
+    topics; yields its port and stops it."""
+    command = [sys.executable, "-m", "fetchtool", "broker", "--host", "127.0.0.1", "--port", "0",
+               "--auto-create-partitions", "0"]
     for name, count in topics_for(partitions).items():
         command += ["--topic", f"{name}:{count}"]
     broker = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -107,13 +109,21 @@ def main() -> None:
         found = re.search(r":(\d+)$", line.strip())
         if not found:
             raise SystemExit(f"broker did not start: {line!r}")
-        frame = heavy_fetch_frame(partitions, epoch=epoch)
-        worst, took, count = measure(int(found.group(1)), frame)
-        print(f"partitions={partitions} epoch={epoch} heavy_fetch_s={took:.2f} other_client_worst_latency_ms={worst * 1000:.1f} "
-              f"other_client_fetches={count}")
+        yield int(found.group(1))
     finally:
         broker.terminate()
         broker.wait(10)
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    partitions = int(args[0]) if args else 250_000
+    epoch = 0 if "--full" in sys.argv else -1
+    with broker_process(partitions) as port:
+        frame = heavy_fetch_frame(partitions, epoch=epoch)
+        worst, took, count = measure(port, frame)
+        print(f"partitions={partitions} epoch={epoch} heavy_fetch_s={took:.2f} "
+              f"other_client_worst_latency_ms={worst * 1000:.1f} other_client_fetches={count}")
 
 
 if __name__ == "__main__":
