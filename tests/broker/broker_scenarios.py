@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import socket
 import uuid
 
 from fetchtool.broker import wire
@@ -89,3 +90,14 @@ def _make(cls, **values):
 
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def closed_by_broker(sock: socket.socket, timeout: float = 5.0) -> bool:
+    """True when the broker closes the connection (EOF or reset) within `timeout` seconds."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(65536) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False

@@ -8,7 +8,7 @@ import struct
 import time
 
 import pytest
-from broker_scenarios import fetch_request, metadata_request
+from broker_scenarios import closed_by_broker, fetch_request, metadata_request
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
@@ -22,17 +22,6 @@ def _frame(body: bytes) -> bytes:
 
 def _header(key: int, version: int, corr: int = 1, client: bytes = b"bad") -> bytes:
     return struct.pack(">hhih", key, version, corr, len(client)) + client
-
-
-def _closed_by_broker(sock: socket.socket, timeout: float = 5.0) -> bool:
-    """True when the broker closes the connection (EOF or reset) within `timeout` seconds."""
-    sock.settimeout(timeout)
-    try:
-        return sock.recv(65536) == b""
-    except ConnectionResetError:
-        return True
-    except socket.timeout:
-        return False
 
 
 def _healthy(bt) -> None:
@@ -72,7 +61,7 @@ def test_malformed_body_closes_that_connection_after_answering_what_came_before(
             data += chunk
         corr, response = wire.decode_response(data[4:], 18, 3)
         assert corr == 1 and response.error_code == 0
-        assert _closed_by_broker(sock)
+        assert closed_by_broker(sock)
     _healthy(bt)
     assert bt.call(lambda: bt.broker.counters).get("malformed") == 1
 
@@ -81,14 +70,14 @@ def test_oversized_and_negative_frame_sizes_are_refused_before_reading_the_body(
     for size in (64 * 1024 + 1, 2_000_000_000, -5):
         with socket.create_connection(("127.0.0.1", bt.port)) as sock:
             sock.sendall(struct.pack(">i", size) + b"\x00\x03")
-            assert _closed_by_broker(sock), size
+            assert closed_by_broker(sock), size
     _healthy(bt)
 
 
 def test_unknown_api_key_is_closed(bt):
     with socket.create_connection(("127.0.0.1", bt.port)) as sock:
         sock.sendall(_frame(_header(4242, 0)))
-        assert _closed_by_broker(sock)
+        assert closed_by_broker(sock)
     _healthy(bt)
 
 
@@ -108,7 +97,7 @@ def test_a_request_in_a_version_kafka_does_not_serve_closes_the_connection_as_ka
     # Kafka 4.3.1 closes these (Produce v0-v2 included, though ApiVersions advertises them); others are served.
     with socket.create_connection(("127.0.0.1", bt.port)) as sock:
         sock.sendall(_frame(_header(api_key, version) + b"\x00" * 20))
-        assert _closed_by_broker(sock)
+        assert closed_by_broker(sock)
     _healthy(bt)
 
 
@@ -117,7 +106,7 @@ def test_a_peer_stalled_in_the_middle_of_a_frame_is_closed_while_others_are_serv
         stalled.sendall(struct.pack(">i", 100) + b"\x00\x12\x00\x03")  # 4 of 100 bytes, then nothing
         _healthy(bt)  # served while the stalled peer holds its half frame
         started = time.monotonic()
-        assert _closed_by_broker(stalled, timeout=10)
+        assert closed_by_broker(stalled, timeout=10)
         assert time.monotonic() - started < 10
 
 
@@ -129,7 +118,7 @@ def test_connections_beyond_the_limit_are_refused_and_the_others_keep_working(st
             c.call(metadata_request(12, ["healthy"]))
         extra = [socket.create_connection(("127.0.0.1", bt.port)) for _ in range(5)]
         try:
-            assert all(_closed_by_broker(s) for s in extra)
+            assert all(closed_by_broker(s) for s in extra)
         finally:
             for s in extra:
                 s.close()

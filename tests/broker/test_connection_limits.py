@@ -10,21 +10,11 @@ import struct
 import time
 
 import pytest
-from broker_scenarios import fetch_request, metadata_request
+from broker_scenarios import closed_by_broker, fetch_request, metadata_request
 
 from fetchtool.broker.rawclient import RawClient
 
 OTHER_ADDRESS = "127.0.0.2"  # Linux routes all of 127/8 on lo: a second client address on this machine
-
-
-def _closed_by_broker(sock: socket.socket, timeout: float) -> bool:
-    sock.settimeout(timeout)
-    try:
-        return sock.recv(65536) == b""
-    except ConnectionResetError:
-        return True
-    except socket.timeout:
-        return False
 
 
 def _served_from(address: str, port: int) -> float:
@@ -84,7 +74,7 @@ def test_a_slowloris_trickling_bytes_is_closed_when_its_frame_is_not_complete_in
             except (BrokenPipeError, ConnectionResetError):
                 closed = True
                 break
-            if _closed_by_broker(sock, 0.1):
+            if closed_by_broker(sock, 0.1):
                 closed = True
                 break
         took = time.monotonic() - started
@@ -101,7 +91,7 @@ def test_an_idle_connection_is_closed_after_connections_max_idle_ms(start_broker
     with RawClient("127.0.0.1", bt.port) as idle:
         idle.call(metadata_request(12, ["t"]))
         started = time.monotonic()
-        assert _closed_by_broker(idle.sock, 5)
+        assert closed_by_broker(idle.sock, 5)
         assert 0.25 < time.monotonic() - started < 3
     assert bt.call(lambda: bt.broker.counters)["idle_timeout"] == 1
     lines = [r.getMessage() for r in log.records if "idle for 300 ms (connections.max.idle.ms)" in r.getMessage()]
@@ -124,7 +114,7 @@ def test_the_per_address_limit_frees_a_slot_when_a_connection_closes(start_broke
         first.call(metadata_request(12, ["t"]))
         second.call(metadata_request(12, ["t"]))
         with socket.create_connection(("127.0.0.1", bt.port), timeout=5) as third:
-            assert _closed_by_broker(third, 5)
+            assert closed_by_broker(third, 5)
         first.close()
         _wait_for(lambda: bt.call(lambda: bt.broker.connections_per_ip["127.0.0.1"]) < 2)
         assert _served_from("127.0.0.1", bt.port) < 5
