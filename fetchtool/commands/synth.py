@@ -8,8 +8,7 @@ from typing import Optional
 
 import typer
 
-from fetchtool.commands.output import bad_option, check_choice, fail
-from fetchtool.synth.scenarios import SCENARIOS, generate
+# The scenarios (the session engine, kio's wire format) are imported inside main: `synth --help` imports neither.
 
 
 def main(
@@ -18,6 +17,9 @@ def main(
     expected: Optional[Path] = typer.Option(None, "--expected", help="also write the expected findings (JSON)"),
     list_: bool = typer.Option(False, "--list", help="list the scenarios"),
 ) -> None:
+    from fetchtool.commands.output import bad_option, check_choice, fail
+    from fetchtool.synth.scenarios import SCENARIOS, generate
+
     if list_ or scenario is None:
         for name, (_, description) in SCENARIOS.items():
             typer.echo(f"{name}: {description}")
