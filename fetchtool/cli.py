@@ -54,7 +54,7 @@ class _OneLineUsageErrors(TyperGroup):
         return _no_metavar(super().get_help_option(ctx))
 
     def format_help(self, ctx, formatter):
-        import_help_renderer()
+        _draw_help()
         return super().format_help(ctx, formatter)
 
 
@@ -120,8 +120,22 @@ class _Command(TyperCommand):
         return _no_metavar(super().get_help_option(ctx))
 
     def format_help(self, ctx, formatter):
-        import_help_renderer()
+        _draw_help()
         return super().format_help(ctx, formatter)
+
+
+_help_drawn = False
+
+
+def _draw_help() -> None:
+    global _help_drawn
+    _help_drawn = True
+    import_help_renderer()
+
+
+def help_drawn() -> bool:
+    """Whether this process drew a help screen (fetchtool.__main__ then ends it without the teardown)."""
+    return _help_drawn
 
 
 def _no_metavar(option):
@@ -189,6 +203,7 @@ def _root(
     # What the command line machinery built lives as long as the command: frozen, the collector leaves it
     # alone (commands.reading freezes again once a command's own imports are done and the capture is read).
     gc.freeze()
+    gc.enable()  # off during start-up (fetchtool.__main__)
 
 
 if __name__ == "__main__":  # `python -m fetchtool.cli`: as `python -m fetchtool`

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
@@ -113,6 +112,8 @@ def _read_for_the_hint(reading: Reading) -> None:
 def render(analysis: Analysis, format: str, output: Path | None, width: int | None,
            interrupted: bool = False) -> None:
     """The report in `format`, to stdout or --output; JSON and markdown say which fetchtool made them."""
+    import json
+
     from fetchtool.analysis.reports import json_report
     from fetchtool.analysis.reports import markdown as markdown_report
     from fetchtool.analysis.reports import terminal as terminal_report

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -44,6 +43,8 @@ def main(
     until: str | None = until_option(),
     width: int | None = width_option(),
 ) -> None:
+    import json
+
     from fetchtool.commands.output import bad_option, check_choice, check_ports, error_console, fail, report_console
     from fetchtool.commands.reading import Reading
     from fetchtool.commands.window import time_window

@@ -10,7 +10,6 @@ errors, sessions and bytes with the capture, client by client. Ctrl-C stops with
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -44,6 +43,8 @@ def main(
     until: Optional[str] = until_option(),
     width: Optional[int] = width_option(),
 ) -> None:
+    import json
+
     from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit,
                                           error_console, fail, plan_or_fail, report_console, warn_empty_shards)
     from fetchtool.commands.reading import Reading, interrupted_exit

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -27,6 +26,8 @@ def main(
     until: Optional[str] = until_option(),
     width: Optional[int] = width_option(),
 ) -> None:
+    import json
+
     from fetchtool.analysis.reports import savings_panel
     from fetchtool.commands.output import (check_choice, check_ports, emit, fail, report_console, warn,
                                           warn_if_nothing_matched)

@@ -4,7 +4,6 @@ asked for and were refused, or were granted and never used."""
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
@@ -43,6 +42,8 @@ def main(
     width: Optional[int] = width_option(),
     sessions: Optional[str] = sessions_option(),
 ) -> None:
+    import json
+
     from fetchtool.analysis.reports.timeline import Timeline
     from fetchtool.analysis.run import concerns
     from fetchtool.analysis.shown import choose, more_text

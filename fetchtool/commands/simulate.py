@@ -9,7 +9,6 @@ Give several values (--cache-slots 1000,2000,4000) to compare configurations in 
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -41,6 +40,8 @@ def main(
     until: Optional[str] = until_option(),
     width: Optional[int] = width_option(),
 ) -> None:
+    import json
+
     from fetchtool.commands.output import (check_choice, check_ports, emit, int_list_option, plan_or_fail,
                                           report_console, warn_empty_shards)
     from fetchtool.commands.reading import Reading

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -17,6 +16,8 @@ def main(
     expected: Optional[Path] = typer.Option(None, "--expected", help="also write the expected findings (JSON)"),
     list_: bool = typer.Option(False, "--list", help="list the scenarios"),
 ) -> None:
+    import json
+
     from fetchtool.commands.output import bad_option, check_choice, fail
     from fetchtool.synth.scenarios import SCENARIOS, generate
 
