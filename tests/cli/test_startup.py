@@ -18,11 +18,19 @@ import pytest
 
 from cli_runs import COMMANDS, REBALANCE, REPO
 
-# As the console script: fetchtool.__main__.main with the command line; at exit, the modules imported.
+# As the console script: fetchtool.__main__.main with the command line; at exit, the modules imported (a help
+# screen ends the process with os._exit, past atexit: the list is written then too).
 PROBE = r"""
 import atexit, json, os, sys
-atexit.register(lambda: open(os.environ["FETCHTOOL_TEST_MODULES"], "w").write(
-    json.dumps(sorted(name for name, module in sys.modules.items() if module is not None))))
+def write_modules():
+    with open(os.environ["FETCHTOOL_TEST_MODULES"], "w") as f:
+        json.dump(sorted(name for name, module in sys.modules.items() if module is not None), f)
+atexit.register(write_modules)
+end = os._exit
+def write_and_end(code):
+    write_modules()
+    end(code)
+os._exit = write_and_end
 sys.argv[0] = "fetchtool"
 from fetchtool.__main__ import main
 main()
@@ -154,3 +162,31 @@ def test_rich_markdown_is_the_real_module_after_a_help_screen():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.stdout == "ok\n", proc.stderr
+
+
+def test_each_help_screen_is_the_one_typer_draws_for_commands_registered_up_front():
+    """The commands are built on demand (fetchtool.cli); registered up front with app.command(), as fetchtool
+    did before, typer draws the same screens."""
+    import importlib
+
+    import typer
+    from typer.testing import CliRunner
+
+    from fetchtool import cli
+
+    up_front = typer.Typer(cls=cli._OneLineUsageErrors, name="fetchtool", help=cli.app.info.help,
+                           no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                           context_settings={"help_option_names": ["-h", "--help"]})
+    for name in COMMANDS:
+        module = importlib.import_module(f"fetchtool.commands.{name}")
+        doc = module.__doc__ or ""
+        up_front.command(name, cls=cli._Command, help=doc,
+                         short_help=" ".join(doc.split("\n\n")[0].split()))(module.main)
+    up_front.callback()(cli._root)
+    runner = CliRunner()
+    for args in (["--help"], *([c, "--help"] for c in COMMANDS)):
+        lazy, eager = (runner.invoke(app, args, prog_name="fetchtool", env={"COLUMNS": "100"})
+                       for app in (cli.app, up_front))
+        assert lazy.exit_code == eager.exit_code == 0
+        assert lazy.output == eager.output
+        assert f"Usage: fetchtool {' '.join(args[:-1])}".rstrip() in lazy.output
