@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -56,9 +57,12 @@ def imported(args: list[str], tmp_path, until_ready: bool = False) -> set[str]:
     if until_ready:
         with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                               cwd=tmp_path) as proc:
+            watchdog = threading.Timer(60, proc.kill)  # a broker that never says it listens fails, not hangs
+            watchdog.start()
             try:
                 assert proc.stdout is not None and proc.stdout.readline().startswith("listening on")
             finally:
+                watchdog.cancel()
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=30)
     else:
