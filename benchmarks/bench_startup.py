@@ -96,6 +96,9 @@ def main() -> None:
         mark = "" if name.startswith("python") else ("  ok" if min(w) < TARGET_S else "  over 0.1 s")
         print(f"{name:32} {min(w) * 1000:7.0f}ms {statistics.median(w) * 1000:6.0f}ms "
               f"{min(c) * 1000:7.0f}ms {statistics.median(c) * 1000:6.0f}ms{mark}")
+    if os.getloadavg()[0] > (os.cpu_count() or 1):
+        print("the machine is busier than its CPUs: each process waits for a CPU, so wall time runs past CPU time; "
+              "on an idle machine wall time comes down to about the CPU time")
 
 
 if __name__ == "__main__":
