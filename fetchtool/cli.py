@@ -1,21 +1,30 @@
-"""The `fetchtool` command: a thin typer shell over the command modules in fetchtool.commands."""
+"""The `fetchtool` command: a thin typer shell over the command modules in fetchtool.commands.
+
+Start-up is part of every command a user times, `fetchtool --help` included. A command module is imported, and
+its typer command built, only when that command runs or a help screen lists it; and a command module imports at
+its top only what its options need (typer, a few constants): what the command does, it imports when it runs.
+"""
 
 from __future__ import annotations
 
 import gc
 import importlib
-import importlib.util
 import os
 import sys
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 
 import typer
+from typer._click.core import Command
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperCommand, TyperGroup
+from typer.main import get_command_from_info
+from typer.models import CommandInfo
 
-from fetchtool.commands.helptext import flag_given_a_value, set_metavars
-from fetchtool.commands.output import bad_option, usage_error_line
-from fetchtool.commands.reading import INTERRUPTED
+from fetchtool.commands.helptext import flag_given_a_value, import_help_renderer, set_metavars
+
+# Order is the order `fetchtool --help` lists them.
+COMMANDS = ["analyze", "decode", "sessions", "savings", "simulate", "replay", "broker", "synth"]
 
 
 class _OneLineUsageErrors(TyperGroup):
@@ -23,6 +32,13 @@ class _OneLineUsageErrors(TyperGroup):
     a missing argument) gets the same one `error:` line and exit 2 as a command's own checks, not click's boxed
     usage text. Caught here rather than around app() so that every way in (the console script, `python -m`,
     typer's CliRunner) words it alike; the standalone machinery (exit codes, --help, Ctrl-C) stays click's."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.commands = _LazyCommands(list(COMMANDS), self.commands)
+
+    def list_commands(self, ctx):
+        return list(self.commands)  # the names only: TyperGroup's would build every command to name them
 
     def parse_args(self, ctx, args):  # `fetchtool --bogus`
         with _one_line_usage_error():
@@ -37,6 +53,53 @@ class _OneLineUsageErrors(TyperGroup):
     def get_help_option(self, ctx):
         return _no_metavar(super().get_help_option(ctx))
 
+    def format_help(self, ctx, formatter):
+        _draw_help()
+        return super().format_help(ctx, formatter)
+
+
+class _LazyCommands(MutableMapping[str, Command]):
+    """The root group's commands by name, each built the first time it is looked up: `fetchtool decode` imports
+    fetchtool.commands.decode and no other command module. The root `--help` lists them all, and so imports
+    the eight command modules, but none of what they run."""
+
+    def __init__(self, names: list[str], built: MutableMapping[str, Command]) -> None:
+        self._names = names + [name for name in built if name not in names]
+        self._built = dict(built)
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self._built:
+            if name not in self._names:
+                raise KeyError(name)
+            self._built[name] = _command(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Command) -> None:
+        if name not in self._names:
+            self._names.append(name)
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        self._names.remove(name)
+        self._built.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _command(name: str) -> Command:
+    """fetchtool.commands.NAME's `main` as the typer command `app.command(NAME)` would have registered."""
+    module = importlib.import_module(f"fetchtool.commands.{name}")
+    doc = module.__doc__ or ""
+    # the listing shows the docstring's first paragraph on one line; `fetchtool NAME --help` shows it all
+    info = CommandInfo(name, cls=_Command, callback=module.main, help=doc,
+                       short_help=" ".join(doc.split("\n\n")[0].split()))
+    return get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short,
+                                 rich_markup_mode=app.rich_markup_mode)
+
 
 class _Command(TyperCommand):
     """A command whose help shows readable metavars, and that refuses a value after a flag."""
@@ -48,16 +111,39 @@ class _Command(TyperCommand):
     def parse_args(self, ctx, args):
         message = flag_given_a_value(self.params, args)
         if message:
+            from fetchtool.commands.output import bad_option
+
             bad_option(message)
         return super().parse_args(ctx, args)
 
     def get_help_option(self, ctx):
         return _no_metavar(super().get_help_option(ctx))
 
+    def format_help(self, ctx, formatter):
+        _draw_help()
+        return super().format_help(ctx, formatter)
+
+
+_help_drawn = False
+
+
+def _draw_help() -> None:
+    global _help_drawn
+    _help_drawn = True
+    import_help_renderer()
+
+
+def help_drawn() -> bool:
+    """Whether this process drew a help screen (fetchtool.__main__ then ends it without the teardown)."""
+    return _help_drawn
+
 
 def _no_metavar(option):
     if option is not None:
         option.metavar = ""  # not `--help <bool>`
+        # False, not None, when not given: typer passes a bool flag's bool through as it is, but coerces a None
+        # through pydantic, and importing pydantic for the root's --help cost `fetchtool CMD --help` 70 ms
+        option.default = False
     return option
 
 
@@ -72,6 +158,8 @@ def _quiet_endings():
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
         raise typer.Exit(0) from None
     except KeyboardInterrupt:
+        from fetchtool.commands.reading import INTERRUPTED
+
         raise typer.Exit(INTERRUPTED) from None
 
 
@@ -82,6 +170,8 @@ def _one_line_usage_error():
     except NoArgsIsHelpError:  # bare `fetchtool`: the help is already printed, click exits 2 as before
         raise
     except UsageError as exc:
+        from fetchtool.commands.output import bad_option, usage_error_line
+
         bad_option(usage_error_line(exc))
 
 
@@ -94,17 +184,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command's context
 )
-
-# Order is the order `fetchtool --help` lists them.
-COMMANDS = ["analyze", "decode", "sessions", "savings", "simulate", "replay", "broker", "synth"]
-
-for _name in COMMANDS:
-    if importlib.util.find_spec(f"fetchtool.commands.{_name}") is not None:
-        _module = importlib.import_module(f"fetchtool.commands.{_name}")
-        _doc = _module.__doc__ or ""
-        # the listing shows the docstring's first paragraph on one line; `fetchtool NAME --help` shows it all
-        app.command(_name, cls=_Command, help=_doc,
-                    short_help=" ".join(_doc.split("\n\n")[0].split()))(_module.main)
 
 
 def _print_version(value: bool) -> None:
@@ -121,10 +200,13 @@ def _root(
                                  help="Print fetchtool's version and the report contract's, and exit."),
 ) -> None:
     """Analyse and replay Apache Kafka Fetch traffic."""
-    # Everything imported so far (kio's hundreds of schema classes, polars, rich) lives as long as the command:
-    # frozen, the collector stops re-walking it each time decoding's millions of row tuples trigger a pass.
+    # What the command line machinery built lives as long as the command: frozen, the collector leaves it
+    # alone (commands.reading freezes again once a command's own imports are done and the capture is read).
     gc.freeze()
+    gc.enable()  # off during start-up (fetchtool.__main__)
 
 
-if __name__ == "__main__":
-    app()
+if __name__ == "__main__":  # `python -m fetchtool.cli`: as `python -m fetchtool`
+    from fetchtool.__main__ import main
+
+    main()

@@ -3,42 +3,41 @@
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from fetchtool.analysis.reports import json_report
-from fetchtool.analysis.reports import markdown as markdown_report
-from fetchtool.analysis.reports import terminal as terminal_report
-from fetchtool.analysis.model import Analysis
-from fetchtool.analysis.run import analyze_items, bounded, filtered, savings_filter
-from fetchtool.analysis.shown import DEFAULT_SESSIONS, parse_sessions
-from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit, fail,
-                                      report_console, warn, warn_empty_shards,
-                                      warn_if_nothing_matched)
+from fetchtool.commands.defaults import SESSIONS_LISTED
 from fetchtool.commands.options import since_option, until_option, width_option
-from fetchtool.commands.reading import Reading
-from fetchtool.commands.stamp import made_by, stamp_json, stamp_markdown
-from fetchtool.commands.window import TimeWindow, time_window
 from fetchtool.pipeline import ENGINES
-from fetchtool.protocol.report import warning_lines
-from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_SHARDS
+
+if TYPE_CHECKING:
+    from fetchtool.analysis.model import Analysis
+    from fetchtool.commands.reading import Reading
+    from fetchtool.commands.window import TimeWindow
+
+# What analysing needs is imported inside the functions that use it: `analyze --help` imports none of it.
 
 FORMATS = ("table", "json", "markdown", "html")
 
 
 def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, broker=None, engine: str = "polars",
          master=None, eviction_ms: int | None = None, window: TimeWindow | None = None,
-         tap=None, sessions: int | None = DEFAULT_SESSIONS) -> tuple[Analysis, Reading]:
+         tap=None, sessions: int | None = SESSIONS_LISTED) -> tuple[Analysis, Reading]:
     """The analysis of the captures inside ``window``, kept to ``client`` / ``broker`` if given, with the
     decode's warnings on stderr, and the Reading that made it (finish() it once the report is out); or exit
     with a one-line error: nothing could be read (1), no Fetch exchange in it (reading.NO_TRAFFIC). ``tap``:
     items -> the same items, to count more on the way (the embedded engine only). ``sessions``: list at most
     this many sessions (analysis.shown; None: all); the embedded engine without --client / --broker keeps only
     those in memory."""
+    from fetchtool.analysis.run import analyze_items, bounded, filtered, savings_filter
+    from fetchtool.commands.output import (bad_option, check_ports, check_positive, fail, warn, warn_empty_shards,
+                                          warn_if_nothing_matched)
+    from fetchtool.commands.reading import Reading
     from fetchtool.decoder import CaptureError
+    from fetchtool.protocol.report import warning_lines
+    from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_SHARDS
 
     check_ports(ports)
     check_positive(cache_slots, "--cache-slots", 0, strict=False)
@@ -84,11 +83,14 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
 
 def sessions_option():
     return typer.Option(None, "--sessions", help=f"how many sessions the report lists, those that failed first "
-                                                 f"(default {DEFAULT_SESSIONS:,}; 'all': every one)")
+                                                 f"(default {SESSIONS_LISTED:,}; 'all': every one)")
 
 
 def sessions_limit(value: str | None) -> int | None:
     """--sessions N | all (one-line error otherwise)."""
+    from fetchtool.analysis.shown import parse_sessions
+    from fetchtool.commands.output import bad_option
+
     try:
         return parse_sessions(value)
     except ValueError:
@@ -110,6 +112,14 @@ def _read_for_the_hint(reading: Reading) -> None:
 def render(analysis: Analysis, format: str, output: Path | None, width: int | None,
            interrupted: bool = False) -> None:
     """The report in `format`, to stdout or --output; JSON and markdown say which fetchtool made them."""
+    import json
+
+    from fetchtool.analysis.reports import json_report
+    from fetchtool.analysis.reports import markdown as markdown_report
+    from fetchtool.analysis.reports import terminal as terminal_report
+    from fetchtool.commands.output import emit, report_console
+    from fetchtool.commands.stamp import made_by, stamp_json, stamp_markdown
+
     if format == "json":
         doc = stamp_json(json.loads(json_report.render(analysis)))
         if interrupted:
@@ -155,6 +165,9 @@ def main(
     width: Optional[int] = width_option(),
     sessions: Optional[str] = sessions_option(),
 ) -> None:
+    from fetchtool.commands.output import bad_option, check_choice, report_console
+    from fetchtool.commands.window import time_window
+
     check_choice(format, "--format", FORMATS)
     limit = sessions_limit(sessions)
     check_choice(engine, "--engine", ENGINES)

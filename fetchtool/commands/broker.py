@@ -28,23 +28,20 @@ evict ID | drop-connections [IP:PORT] | history [N]
 
 from __future__ import annotations
 
-import asyncio
 import gc
-import logging
 import os
-import signal
-import socket
 import sys
 import typing
 
 import typer
 
-from fetchtool.broker.admin import serve_admin
-from fetchtool.broker.server import Broker
-from fetchtool.broker.state import WILDCARD_HOSTS, BrokerConfig
-from fetchtool.commands.output import bad_option, check_port, check_positive, fail, warn_empty_shards
-from fetchtool.printable import log_handler
-from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
+from fetchtool.commands.defaults import CACHE_SHARDS, CACHE_SLOTS, EVICTION_MS
+
+if typing.TYPE_CHECKING:
+    from fetchtool.broker.state import BrokerConfig
+
+# The broker itself (asyncio, kio's wire format, the session engine) is imported inside the functions that run
+# it: `broker --help` and a refused option import none of it.
 
 # Kafka accepts socket.request.max.bytes >= 1, but every client opens with ApiVersions and Metadata requests
 # of tens to hundreds of bytes (client id, software name, topic list): below 1 KiB the broker would refuse
@@ -64,6 +61,8 @@ class StartFailed(Exception):
 
 
 def _parse_topic(spec: str) -> tuple[str, int]:
+    from fetchtool.commands.output import bad_option
+
     name, sep, count = spec.rpartition(":")
     if not sep or not name or not count.isdigit() or int(count) < 1:
         bad_option(f"--topic wants NAME:PARTITIONS, got {spec!r}")
@@ -73,6 +72,8 @@ def _parse_topic(spec: str) -> tuple[str, int]:
 
 
 def _parse_topics(specs: list[str]) -> dict[str, int]:
+    from fetchtool.commands.output import bad_option
+
     topics: dict[str, int] = {}
     for name, count in map(_parse_topic, specs):
         if name in topics:
@@ -85,6 +86,8 @@ def _check_options(port: int, admin_port: int | None, cache_slots: int, cache_sh
                    auto_create_partitions: int, max_frame_bytes: int, idle_timeout_ms: int,
                    partial_frame_timeout_ms: int, max_connections: int, max_connections_per_ip: int | None) -> None:
     """Every bad value is refused before anything listens (exit 2, one line)."""
+    from fetchtool.commands.output import bad_option, check_port, check_positive, warn_empty_shards
+
     check_port(port, "--port", allow_zero=True)
     check_port(admin_port, "--admin-port", allow_zero=True)
     check_positive(cache_slots, "--cache-slots", 0, strict=False)
@@ -108,6 +111,9 @@ def _advertised_host(value: str | None) -> str | None:
     """--advertised-host as Metadata carries it: no brackets around an IPv6 address ("[::1]" -> "::1")."""
     if value is None:
         return None
+    from fetchtool.broker.state import WILDCARD_HOSTS
+    from fetchtool.commands.output import bad_option
+
     host = value.strip().removeprefix("[").removesuffix("]")
     if host in WILDCARD_HOSTS:  # as Kafka, which refuses to start with 0.0.0.0 advertised: nobody can connect to it
         bad_option(f"--advertised-host must be an address clients can connect to, got {value!r}")
@@ -121,9 +127,9 @@ def main(
                                         "Kafka's advertised.listeners; default: --host, or loopback when --host "
                                         "binds every interface (0.0.0.0, ::, \"\")."),
     port: int = typer.Option(9092, "--port", help="port to listen on; 0 picks a free port."),
-    cache_slots: int = typer.Option(DEFAULT_MAX_SLOTS, "--cache-slots", help="max.incremental.fetch.session.cache.slots."),
-    cache_shards: int = typer.Option(DEFAULT_SHARDS, "--cache-shards", help="session cache shards (8 since Kafka 3.8, 1 before)."),
-    eviction_ms: int = typer.Option(DEFAULT_EVICTION_MS, "--eviction-ms", help="session eviction time (Kafka: 120000)."),
+    cache_slots: int = typer.Option(CACHE_SLOTS, "--cache-slots", help="max.incremental.fetch.session.cache.slots."),
+    cache_shards: int = typer.Option(CACHE_SHARDS, "--cache-shards", help="session cache shards (8 since Kafka 3.8, 1 before)."),
+    eviction_ms: int = typer.Option(EVICTION_MS, "--eviction-ms", help="session eviction time (Kafka: 120000)."),
     topic: list[str] = typer.Option(None, "--topic", help="NAME:PARTITIONS to create at start; repeatable."),
     auto_create_partitions: int = typer.Option(1, "--auto-create-partitions",
                                                help="partitions for topics auto-created by Metadata; 0 disables."),
@@ -148,6 +154,14 @@ def main(
                    max_frame_bytes, idle_timeout_ms, partial_frame_timeout_ms, max_connections, max_connections_per_ip)
     advertised = _advertised_host(advertised_host)
     topics = _parse_topics(topic or [])
+    # every option is good: now the broker itself
+    import asyncio
+    import logging
+
+    from fetchtool.broker.state import BrokerConfig
+    from fetchtool.commands.output import fail
+    from fetchtool.printable import log_handler
+
     config = BrokerConfig(host=host, port=port, advertised_host=advertised, cache_slots=cache_slots,
                           cache_shards=cache_shards, eviction_ms=eviction_ms,
                           auto_create_partitions=auto_create_partitions, max_frame_bytes=max_frame_bytes,
@@ -170,6 +184,8 @@ def _address(host: str, port: int) -> str:
 
 def _reason(exc: Exception) -> str:
     """Why a bind failed, without asyncio's wrapping ("error while attempting to bind on address ...")."""
+    import socket
+
     if isinstance(exc, UnicodeError):  # the idna codec refusing a host name such as "a..b"
         return "not a valid host name"
     if isinstance(exc, OSError) and not isinstance(exc, socket.gaierror) and exc.errno and exc.errno > 0:
@@ -185,6 +201,12 @@ async def _listen(option: str, host: str, port: int, start: typing.Awaitable[T])
 
 
 async def _serve(config: BrokerConfig, topics: dict[str, int], admin_port: int | None) -> None:
+    import asyncio
+    import signal
+
+    from fetchtool.broker.admin import serve_admin
+    from fetchtool.broker.server import Broker
+
     broker = Broker(config, topics=topics)
     # The start-up topics live as long as the process (100,000s of partition logs at most): moved out of the
     # garbage collector's sight, a full collection (which pauses every client) no longer scans them each time.

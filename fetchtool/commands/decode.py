@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console, Group
-from rich.table import Table
-from rich.text import Text
-
-from fetchtool.analysis.reports.fit import Steps
 
 from fetchtool.commands.options import since_option, until_option, width_option
-from fetchtool.commands.output import bad_option, check_choice, check_ports, error_console, fail, report_console
-from fetchtool.commands.reading import Reading
-from fetchtool.analysis.reports.timefmt import utc
-from fetchtool.commands.window import TimeWindow, time_window
 from fetchtool.commands.wording import count
-from fetchtool.decoder import CaptureError
-from fetchtool.exchange import Exchange
 from fetchtool.pipeline import ENGINES
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fetchtool.commands.window import TimeWindow
+    from fetchtool.exchange import Exchange
+
+# What decoding needs is imported inside the functions that use it: `decode --help` imports none of it.
 
 
 class Format(str, Enum):
@@ -46,6 +43,14 @@ def main(
     until: str | None = until_option(),
     width: int | None = width_option(),
 ) -> None:
+    import json
+
+    from fetchtool.commands.output import bad_option, check_choice, check_ports, error_console, fail, report_console
+    from fetchtool.commands.reading import Reading
+    from fetchtool.commands.window import time_window
+    from fetchtool.decoder import CaptureError
+    from fetchtool.exchange import Exchange
+
     err = error_console(soft_wrap=True)  # one message, one line: never wrapped
     check_ports(port)
     check_choice(engine, "--engine", ENGINES)
@@ -115,6 +120,9 @@ def latency_ms(ex: Exchange) -> float | None:
 def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | None, ports: list[int] | None,
                      master: str | None, err: Console, window: TimeWindow) -> None:
     """--engine spark: the same two tables, written by Spark as Parquet datasets (directories)."""
+    from fetchtool.commands.output import bad_option, fail
+    from fetchtool.commands.reading import Reading
+    from fetchtool.decoder import CaptureError
     from fetchtool.pipeline.spark import SparkUnavailable, decode_spark
 
     if out is None or format is not None:
@@ -141,6 +149,13 @@ def exchange_table(exchanges: list[Exchange], width: int = WIDE_TABLE):
     """The exchanges, one a row. Narrower than WIDE_TABLE: time, frames, latency, client id, session and
     epoch, partitions, error and record bytes only (--format jsonl has everything), as a table when those fit
     whole, else each exchange's fields wrapped beside its time (analysis.reports.fit.Steps): no id is cut."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from fetchtool.analysis.reports.fit import Steps
+    from fetchtool.analysis.reports.timefmt import utc
+
     days = {utc(ex.ts, "%Y-%m-%d") for ex in exchanges if ex.ts is not None}
     one_day = len(days) == 1
     clock = f"{next(iter(days))} UTC" if one_day else "time (UTC)"  # the date once, in the header, as `sessions`

@@ -6,7 +6,10 @@ engineer. Each parameter gets a readable metavar instead (CAPTURE..., N, FILE), 
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
+import types
 import typing
 from pathlib import Path
 
@@ -56,3 +59,48 @@ def flag_given_a_value(params, args: list[str]) -> str | None:
         if opt in flags and value.lower() in BOOLEAN_WORDS and not os.path.exists(value):
             return f"{opt} is a flag and takes no value (got {value!r}; give {opt} alone, or leave it out)"
     return None
+
+
+# typer.rich_utils, which draws every help screen, imports two rich modules that fetchtool's help never uses:
+# rich.markdown (markdown-it and pygments, for rich_markup_mode="markdown") and rich.traceback (for typer's
+# pretty exceptions, turned off in fetchtool.cli): over half the cost of importing it, 35 ms, a quarter of a help
+# screen's time.
+UNUSED_BY_HELP = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
+
+
+def import_help_renderer() -> None:
+    """Import typer.rich_utils with stand-ins for UNUSED_BY_HELP's classes, each importing the real one the first
+    time it is used. Only while typer.rich_utils is imported do the stand-in modules sit in sys.modules: any later
+    `import rich.markdown` gets the real module."""
+    if "typer.rich_utils" in sys.modules:
+        return
+    stand_ins = {}
+    for module, name in UNUSED_BY_HELP.items():
+        if module not in sys.modules:
+            stand_in = types.ModuleType(module, "imported by typer.rich_utils; fetchtool.commands.helptext")
+            setattr(stand_in, name, _Deferred(name, (), {"module": module}))
+            sys.modules[module] = stand_ins[module] = stand_in
+    try:
+        import typer.rich_utils  # noqa: F401
+    except ImportError:  # a typer that wants more of them than their class: import it as it is
+        for module in stand_ins:
+            del sys.modules[module]
+        stand_ins.clear()
+        import typer.rich_utils  # noqa: F401, F811
+    finally:
+        for module in stand_ins:
+            del sys.modules[module]
+
+
+class _Deferred(type):
+    """A stand-in class that is the real one (of its `module`, by its name) as soon as it is called or asked for
+    an attribute. A class rather than a function: typer.rich_utils writes `Markdown | Text` in signatures."""
+
+    def _real(cls) -> type:
+        return getattr(importlib.import_module(cls.module), cls.__name__)
+
+    def __call__(cls, *args, **kwargs):
+        return cls._real()(*args, **kwargs)
+
+    def __getattr__(cls, name: str):
+        return getattr(cls._real(), name)

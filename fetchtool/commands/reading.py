@@ -10,6 +10,7 @@ the reading (not the command: what was read is still reported), and one rule for
 
 from __future__ import annotations
 
+import gc
 import signal
 from collections import Counter
 from pathlib import Path
@@ -18,7 +19,6 @@ import typer
 
 from fetchtool.commands.output import error_console, fail, warn
 from fetchtool.commands.progress import CaptureProgress
-from fetchtool.analysis.reports.timefmt import iso
 from fetchtool.commands.window import TimeWindow
 from fetchtool.commands.wording import plural
 from fetchtool.exchange import Exchange
@@ -52,6 +52,10 @@ class Reading:
 
     def items(self):
         """The run's items inside the window. Raises the decoder's CaptureError when nothing can be read."""
+        # Everything the command imported and set up so far (kio's hundreds of schema classes, polars, its own
+        # modules, all imported when it runs: fetchtool.cli) lives as long as it: frozen, the collector stops
+        # re-walking it each time decoding's millions of row tuples trigger a pass.
+        gc.freeze()
         err = error_console()
         previous = _catch_sigint(self._on_sigint)
         it = iter(self.run)
@@ -130,6 +134,8 @@ def interrupted_exit(last_frame: int | None = None, done: str = "read") -> None:
 
 def no_traffic_line(captures, ports, window: TimeWindow, report, seen: int, span) -> str:
     """Why a capture that was read gave no Fetch exchange, and what to try."""
+    from fetchtool.analysis.reports.timefmt import iso
+
     names = ", ".join(Path(str(c)).name for c in captures)
     if seen and window:
         first, last = span

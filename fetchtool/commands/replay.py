@@ -9,37 +9,26 @@ errors, sessions and bytes with the capture, client by client. Ctrl-C stops with
 
 from __future__ import annotations
 
-import asyncio
 import io
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fetchtool.commands.options import since_option, until_option, width_option
-from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit,
-                                      error_console, fail, plan_or_fail, report_console, warn_empty_shards)
-from fetchtool.commands.reading import Reading, interrupted_exit
-from fetchtool.commands.replay_markdown import replay_markdown
-from fetchtool.commands.stamp import stamp_json, stamp_markdown
-from fetchtool.commands.window import time_window
-from fetchtool.replay.clients import SESSION_MODES
-from fetchtool.replay.driver import ReplayError, ReplayOptions, ReplayRun, parse_broker, replay
-from fetchtool.replay.report import plan_summary_lines, print_replay, replay_json
-from fetchtool.replay.simulate import SimConfig
-from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
-from fetchtool.replay.tally import captured_counts
+from fetchtool.commands.defaults import CACHE_SHARDS, CACHE_SLOTS, EVICTION_MS
+
+# What replaying needs (asyncio, the driver, the embedded broker) is imported inside main: `replay --help`
+# imports none of it.
 
 
 def main(
     capture: list[Path] = typer.Argument(..., help="pcap/pcapng file(s) with Kafka Fetch traffic."),
     broker: str = typer.Option(None, "--broker", metavar="HOST:PORT", help="the broker to replay against "
                                "(default: an embedded fetchtool broker)."),
-    cache_slots: int = typer.Option(DEFAULT_MAX_SLOTS, "--cache-slots", help="embedded broker: cache slots."),
-    cache_shards: int = typer.Option(DEFAULT_SHARDS, "--cache-shards", help="embedded broker: cache shards."),
-    eviction_ms: int = typer.Option(DEFAULT_EVICTION_MS, "--eviction-ms", help="embedded broker: eviction ms."),
+    cache_slots: int = typer.Option(CACHE_SLOTS, "--cache-slots", help="embedded broker: cache slots."),
+    cache_shards: int = typer.Option(CACHE_SHARDS, "--cache-shards", help="embedded broker: cache shards."),
+    eviction_ms: int = typer.Option(EVICTION_MS, "--eviction-ms", help="embedded broker: eviction ms."),
     speed: float = typer.Option(1.0, "--speed", help="replay this many times faster than captured."),
     as_fast: bool = typer.Option(False, "--as-fast-as-possible", help="no pacing; keep the captured order."),
     sessions: str = typer.Option("as-captured", "--sessions", help="as-captured | on | off"),
@@ -54,6 +43,18 @@ def main(
     until: Optional[str] = until_option(),
     width: Optional[int] = width_option(),
 ) -> None:
+    import json
+
+    from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit,
+                                          error_console, fail, plan_or_fail, report_console, warn_empty_shards)
+    from fetchtool.commands.reading import Reading, interrupted_exit
+    from fetchtool.commands.replay_markdown import replay_markdown
+    from fetchtool.commands.stamp import stamp_json, stamp_markdown
+    from fetchtool.commands.window import time_window
+    from fetchtool.replay.clients import SESSION_MODES
+    from fetchtool.replay.report import plan_summary_lines, print_replay, replay_json
+    from fetchtool.replay.tally import captured_counts
+
     err = error_console()
     check_choice(fmt, "--format", ("table", "json", "markdown"))
     check_choice(sessions, "--sessions", SESSION_MODES)
@@ -66,6 +67,8 @@ def main(
     if broker is None:
         warn_empty_shards(cache_slots, cache_shards)  # the embedded broker's cache
     else:
+        from fetchtool.replay.driver import parse_broker
+
         try:
             parse_broker(broker)  # the driver parses it again; here a bad value fails before the capture is read
         except ValueError as exc:
@@ -84,6 +87,14 @@ def main(
             emit(stamp_markdown("# Replay plan\n\n" + "\n".join(f"- {line.strip()}" for line in lines) + "\n")
                  if fmt == "markdown" else text, output)
         return
+    # a replay proper: the driver, its asyncio loop and (without --broker) the embedded broker
+    import asyncio
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fetchtool.replay.driver import ReplayError, ReplayOptions, ReplayRun, replay
+    from fetchtool.replay.simulate import SimConfig
+
     options = ReplayOptions(broker=broker, config=SimConfig(cache_slots, cache_shards, eviction_ms), speed=speed,
                             as_fast=as_fast, sessions=sessions, create_topics=create_topics, timeout_s=timeout)
     run = ReplayRun(plan, options)

@@ -4,18 +4,12 @@
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from fetchtool.commands.options import since_option, until_option, width_option
-from fetchtool.commands.reading import Reading
-from fetchtool.commands.stamp import stamp_json, stamp_markdown
-from fetchtool.commands.window import time_window
-from fetchtool.commands.output import (check_choice, check_ports, emit, fail, report_console, warn,
-                                      warn_if_nothing_matched)
 
 FORMATS = ("table", "json", "jsonl", "markdown")
 
@@ -32,7 +26,14 @@ def main(
     until: Optional[str] = until_option(),
     width: Optional[int] = width_option(),
 ) -> None:
+    import json
+
     from fetchtool.analysis.reports import savings_panel
+    from fetchtool.commands.output import (check_choice, check_ports, emit, fail, report_console, warn,
+                                          warn_if_nothing_matched)
+    from fetchtool.commands.reading import Reading
+    from fetchtool.commands.stamp import stamp_json, stamp_markdown
+    from fetchtool.commands.window import time_window
     from fetchtool.analysis.run import concerns
     from fetchtool.analysis.savings.estimator import SavingsEstimator
     from fetchtool.decoder import CaptureError

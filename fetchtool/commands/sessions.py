@@ -4,23 +4,19 @@ asked for and were refused, or were granted and never used."""
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from fetchtool.analysis.reports.terminal import created_text, end_text
-from fetchtool.analysis.reports.timeline import Timeline, rows
-from fetchtool.analysis.run import concerns
-from fetchtool.analysis.shown import NeverUsed, choose, more_text
 from fetchtool.commands.analyze import load, sessions_limit, sessions_option
 from fetchtool.commands.options import since_option, until_option, width_option
-from fetchtool.commands.output import check_choice, emit, report_console
-from fetchtool.commands.session_use import RefusalTally
-from fetchtool.commands.stamp import stamp_json, stamp_markdown
-from fetchtool.commands.window import time_window
 from fetchtool.commands.wording import count
+
+if TYPE_CHECKING:
+    from fetchtool.analysis.shown import NeverUsed
+
+# What the timelines need is imported inside the functions that use it: `sessions --help` imports none of it.
 
 FORMATS = ("table", "json", "markdown")
 
@@ -46,6 +42,16 @@ def main(
     width: Optional[int] = width_option(),
     sessions: Optional[str] = sessions_option(),
 ) -> None:
+    import json
+
+    from fetchtool.analysis.reports.timeline import Timeline
+    from fetchtool.analysis.run import concerns
+    from fetchtool.analysis.shown import choose, more_text
+    from fetchtool.commands.output import check_choice, emit, report_console
+    from fetchtool.commands.session_use import RefusalTally
+    from fetchtool.commands.stamp import stamp_json, stamp_markdown
+    from fetchtool.commands.window import time_window
+
     check_choice(format, "--format", FORMATS)
     limit = sessions_limit(sessions)
     report_console(width=width)  # a bad --width fails before the capture is read
@@ -101,6 +107,9 @@ def use_lines(refusals, unused: NeverUsed) -> list[str]:
 
 
 def markdown(sessions, refusals, unused) -> str:
+    from fetchtool.analysis.reports.terminal import created_text, end_text
+    from fetchtool.analysis.reports.timeline import rows
+
     out = ["# Fetch sessions", ""]
     lines = use_lines(refusals, unused)
     if lines:

@@ -9,35 +9,26 @@ Give several values (--cache-slots 1000,2000,4000) to compare configurations in 
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from fetchtool.commands.options import since_option, until_option, width_option
-from fetchtool.commands.output import (check_choice, check_ports, emit, int_list_option, plan_or_fail,
-                                      report_console, warn_empty_shards)
-from fetchtool.commands.reading import Reading
-from fetchtool.commands.replay_markdown import simulate_markdown
-from fetchtool.commands.stamp import stamp_json, stamp_markdown
-from fetchtool.commands.window import time_window
-from fetchtool.replay.clients import SESSION_MODES
-from fetchtool.replay.report import print_simulate, simulate_json
-from fetchtool.replay.simulate import SimConfig, simulate_many
-from fetchtool.sessions.cache import DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS
-from fetchtool.replay.tally import captured_counts
+from fetchtool.commands.defaults import CACHE_SHARDS, CACHE_SLOTS, EVICTION_MS
+
+# What simulating needs is imported inside main: `simulate --help` imports none of it.
 
 FORMATS = ("table", "json", "markdown")
 
 
 def main(
     capture: list[Path] = typer.Argument(..., help="pcap/pcapng file(s) with Kafka Fetch traffic."),
-    cache_slots: str = typer.Option(str(DEFAULT_MAX_SLOTS), "--cache-slots",
+    cache_slots: str = typer.Option(str(CACHE_SLOTS), "--cache-slots",
                                     help="max.incremental.fetch.session.cache.slots; comma-separated to compare."),
-    cache_shards: str = typer.Option(str(DEFAULT_SHARDS), "--cache-shards",
+    cache_shards: str = typer.Option(str(CACHE_SHARDS), "--cache-shards",
                                      help="cache shards (8 since Kafka 3.8, 1 before); comma-separated to compare."),
-    eviction_ms: str = typer.Option(str(DEFAULT_EVICTION_MS), "--eviction-ms",
+    eviction_ms: str = typer.Option(str(EVICTION_MS), "--eviction-ms",
                                     help="session eviction time (Kafka: 120000, not configurable); comma-separated."),
     sessions: str = typer.Option("as-captured", "--sessions",
                                  help="as-captured | on (every client uses sessions) | off (every client sessionless)."),
@@ -49,6 +40,19 @@ def main(
     until: Optional[str] = until_option(),
     width: Optional[int] = width_option(),
 ) -> None:
+    import json
+
+    from fetchtool.commands.output import (check_choice, check_ports, emit, int_list_option, plan_or_fail,
+                                          report_console, warn_empty_shards)
+    from fetchtool.commands.reading import Reading
+    from fetchtool.commands.replay_markdown import simulate_markdown
+    from fetchtool.commands.stamp import stamp_json, stamp_markdown
+    from fetchtool.commands.window import time_window
+    from fetchtool.replay.clients import SESSION_MODES
+    from fetchtool.replay.report import print_simulate, simulate_json
+    from fetchtool.replay.simulate import SimConfig, simulate_many
+    from fetchtool.replay.tally import captured_counts
+
     check_choice(fmt, "--format", FORMATS)
     check_choice(sessions, "--sessions", SESSION_MODES)
     check_ports(port)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from fetchtool.commands.output import bad_option, check_choice, fail
-from fetchtool.synth.scenarios import SCENARIOS, generate
+# The scenarios (the session engine, kio's wire format) are imported inside main: `synth --help` imports neither.
 
 
 def main(
@@ -18,6 +16,11 @@ def main(
     expected: Optional[Path] = typer.Option(None, "--expected", help="also write the expected findings (JSON)"),
     list_: bool = typer.Option(False, "--list", help="list the scenarios"),
 ) -> None:
+    import json
+
+    from fetchtool.commands.output import bad_option, check_choice, fail
+    from fetchtool.synth.scenarios import SCENARIOS, generate
+
     if list_ or scenario is None:
         for name, (_, description) in SCENARIOS.items():
             typer.echo(f"{name}: {description}")

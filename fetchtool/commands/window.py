@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from fetchtool.analysis.reports.timefmt import iso
 from fetchtool.commands.output import bad_option
 
 _RELATIVE = re.compile(r"^\+(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)?$")
@@ -32,6 +31,8 @@ class TimeWindow:
         return ts is not None and (self.since is None or ts >= self.since) and (self.until is None or ts < self.until)
 
     def describe(self) -> str:
+        from fetchtool.analysis.reports.timefmt import iso
+
         if self.since is not None and self.until is not None:
             return f"between {iso(self.since)} and {iso(self.until)}"
         if self.since is not None:
@@ -73,6 +74,8 @@ def time_window(since: str | None, until: str | None, captures) -> TimeWindow:
     since_at, until_at = (start + e[1] if isinstance(e, tuple) else e for e in ends)
     window = TimeWindow(since_at, until_at)
     if window.since is not None and window.until is not None and window.until <= window.since:
+        from fetchtool.analysis.reports.timefmt import iso
+
         bad_option(f"--until ({iso(window.until)}) must be later than --since ({iso(window.since)})")
     return window
 
