@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -23,6 +22,7 @@ from fetchtool.commands.wording import count
 from fetchtool.decoder import CaptureError
 from fetchtool.exchange import Exchange
 from fetchtool.pipeline import ENGINES
+from fetchtool.pipeline.jsonl import jsonl_line, latency_ms
 
 
 class Format(str, Enum):
@@ -75,7 +75,7 @@ def main(
             if tables is not None:
                 tables.add(item)
             if format is Format.jsonl:
-                write(json.dumps(jsonl_row(item)) + "\n")
+                write(jsonl_line(item))
             elif format is Format.table:
                 rows.append(item)
     except CaptureError as exc:
@@ -97,19 +97,6 @@ def main(
         err.print(f"wrote {count(tables.exchanges_written, 'exchange')} and "
                   f"{count(tables.partitions_written, 'partition row')} to {out}/", highlight=False)
     reading.finish()
-
-
-def jsonl_row(ex: Exchange) -> dict:
-    """The contract's row, and latency_ms: response time - request time (None without a response)."""
-    row = ex.to_json_row()
-    row["latency_ms"] = latency_ms(ex)
-    return row
-
-
-def latency_ms(ex: Exchange) -> float | None:
-    if ex.ts is None or ex.response_ts is None:
-        return None
-    return round((ex.response_ts - ex.ts) * 1000, 3)
 
 
 def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | None, ports: list[int] | None,
