@@ -16,7 +16,8 @@ own, or its forked capture reader's if larger: what `/usr/bin/time` reports). Co
     help            fetchtool --help                          (once per capture column: start-up only)
 
 Prints, per capture, min and median wall time, the ratio to tshark (tshark's time / the command's, from the
-medians: above 1 is faster than tshark), peak RSS and CPU seconds, then a Markdown table for the README.
+medians: above 1 is faster than tshark), peak RSS, CPU seconds (user + system, the forked reader's included) and
+tshark's CPU / the command's (steadier than wall time on a busy machine), then a Markdown table for the README.
 `fetchtool` is the console script beside this Python (`--fetchtool` to name another).
 """
 
@@ -129,7 +130,9 @@ def report(captures: list[Path], names: list[str], results: dict) -> None:
         base = results.get((str(capture), "tshark"))
         base_med = statistics.median(base.wall) if base and base.ok else None
         print(f"{capture.name} ({size_label(capture)}):")
-        print(f"  {'command':16s} {'min s':>7s} {'median s':>9s} {'vs tshark':>10s} {'peak RSS':>9s} {'CPU s':>6s}")
+        base_cpu = statistics.median(base.cpu) if base and base.ok else None
+        print(f"  {'command':16s} {'min s':>7s} {'median s':>9s} {'vs tshark':>10s} {'peak RSS':>9s} {'CPU s':>6s} "
+              f"{'CPU vs tshark':>14s}")
         for name in names:
             r = results.get((str(capture), name))
             if r is None:
@@ -139,8 +142,10 @@ def report(captures: list[Path], names: list[str], results: dict) -> None:
                 continue
             med = statistics.median(r.wall)
             ratio = f"{base_med / med:.2f}x" if base_med and name != "tshark" else ""
+            cpu = statistics.median(r.cpu)
+            cpu_ratio = f"{base_cpu / cpu:.2f}x" if base_cpu and name != "tshark" else ""
             print(f"  {name:16s} {min(r.wall):7.2f} {med:9.2f} {ratio:>10s} {max(r.rss_kb) / 1024:7.0f} MB "
-                  f"{statistics.median(r.cpu):6.2f}")
+                  f"{cpu:6.2f} {cpu_ratio:>14s}")
             for f in r.failures:
                 print(f"    ({f})")
     print()

@@ -98,8 +98,9 @@ def scan_first_request(raw: bytes, start: int):
 class FirstRequestScan:
     """scan_first_request for one direction, remembering between calls which positions could start a request
     at all. While a candidate waits, the framer calls again with every packet, with the same bytes and more
-    after them: a position's plausibility depends only on its own 14 bytes, so only the chains from the
-    positions already found plausible are followed again, and only the new bytes are searched. Any other call
+    after them: a position's plausibility depends only on its own 14 bytes, and a chain that broke stays broken
+    (more bytes after it change none of the links before the break), so only the chains from plausible
+    positions that have not broken are followed again, and only the new bytes are searched. Any other call
     (other bytes, another start) is a fresh scan. Same answers as scan_first_request, call for call."""
 
     __slots__ = ("_start", "_head", "_plausible", "_judged")
@@ -119,7 +120,8 @@ class FirstRequestScan:
             plausible, judged = [], start
         waiting = None
         found = None
-        for p in plausible:
+        broke = False
+        for i, p in enumerate(plausible):
             if waiting is not None and p > waiting[1] + LOOK_PAST:
                 found = waiting
                 break
@@ -129,6 +131,11 @@ class FirstRequestScan:
                 break
             if kind == _SHORT and waiting is None and need <= WAIT_LIMIT:
                 waiting = None, p, 0
+            elif kind == _BROKEN:
+                plausible[i] = -1
+                broke = True
+        if broke:
+            plausible = [p for p in plausible if p >= 0]
         if found is None:
             for m in _CANDIDATES.finditer(raw, judged):
                 p = m.start()
@@ -140,13 +147,14 @@ class FirstRequestScan:
                 judged = p + 1
                 if not plausible_request_start(raw, p, MAX_FRAME):
                     continue
-                plausible.append(p)
                 kind, _links, need = _request_chain(raw, p, end)
                 if kind == _EXACT:
                     found = p, p
                     break
-                if kind == _SHORT and waiting is None and need <= WAIT_LIMIT:
-                    waiting = None, p, 0
+                if kind != _BROKEN:
+                    plausible.append(p)
+                    if kind == _SHORT and waiting is None and need <= WAIT_LIMIT:
+                        waiting = None, p, 0
             if found is None:
                 judged = max(judged, last + 1)  # every position up to `last` was searched
         if found is not None and found[0] is not None:
