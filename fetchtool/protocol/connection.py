@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from struct import Struct
 from typing import Callable, Iterator, Sequence
 
-from ..capture.events import Endpoint, StreamData, StreamGap
+from ..capture.events import Endpoint, StreamData, StreamGap, StreamRun
 from ..exchange import Exchange
 from . import codec
 from .framing import MAX_FRAME, Frame, Framer
@@ -106,6 +106,18 @@ class KafkaConnection:
         if not self._detect(final=False):
             return []
         return self._replay()
+
+    def feed_within_frames(self, run: StreamRun, i: int) -> int:
+        """Pieces i, i+1, ... of a run that only fill the frame their direction is framing (Framer.
+        feed_within_frame): taken at once, as feeding them one by one would take them, yielding nothing.
+        Returns the index of the first piece not taken (i when none is): the caller feeds that one as an event."""
+        if self.state != "kafka":
+            return i
+        src = run.src
+        to_broker = src is self.client or (src is not self.broker and src == self.client)
+        framer = self._req if to_broker else self._resp
+        assert framer is not None, "framing a connection not decided as Kafka"  # _decide() set both framers
+        return framer.feed_within_frame(run.pieces, run.ends, run.frames, run.tss, i)
 
     @property
     def holding_since(self) -> int | None:
