@@ -151,7 +151,7 @@ def decode_events(
                 yield it
 
     for ev in events:
-        if type(ev) is StreamRun:
+        if isinstance(ev, StreamRun):
             # A message's many packets at once: those that only fill a frame are taken in one call; any other
             # piece goes through as its own event, exactly as without runs.
             c = conns.get(ev.conn)

@@ -63,14 +63,14 @@ def _float(f: float | None) -> str | None:
 def jsonl_line(ex: Exchange) -> str:
     """`json.dumps(jsonl_row(ex)) + "\\n"`, several times faster."""
     resp = ex.response_partitions
-    if resp is None:
-        partition_errors = records_bytes = None
-    else:
-        partition_errors = len(resp) - list(map(_error_code, resp)).count(0)
-        records_bytes = sum(map(_records_bytes, resp))
+    errors: int | None = None
+    total_records: int | None = None
+    if resp is not None:
+        errors = len(resp) - list(map(_error_code, resp)).count(0)
+        total_records = sum(map(_records_bytes, resp))
     ints = (ex.request_frame, ex.response_frame, ex.api_key, ex.api_version, ex.correlation_id, ex.replica_id,
             ex.session_id, ex.session_epoch, ex.max_wait_ms, ex.min_bytes, ex.max_bytes, ex.isolation_level,
-            ex.error_code, ex.response_session_id, ex.throttle_time_ms, partition_errors, records_bytes,
+            ex.error_code, ex.response_session_id, ex.throttle_time_ms, errors, total_records,
             ex.request_bytes, ex.response_bytes)
     texts = (ex.file, ex.client, ex.broker, ex.client_id, ex.client_software)
     ts, response_ts = _float(ex.ts), _float(ex.response_ts)

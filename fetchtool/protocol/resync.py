@@ -118,8 +118,8 @@ class FirstRequestScan:
             plausible, judged = self._plausible, self._judged
         else:
             plausible, judged = [], start
-        waiting = None
-        found = None
+        waiting: tuple[None, int, int] | None = None
+        found: tuple[int, int] | tuple[None, int, int] | None = None
         broke = False
         for i, p in enumerate(plausible):
             if waiting is not None and p > waiting[1] + LOOK_PAST:
