@@ -78,6 +78,8 @@ def main(
                 write(jsonl_line(item))
             elif format is Format.table:
                 rows.append(item)
+        if tables is not None:
+            tables.close()  # the last rows: a full disk is reported here like any other write
     except CaptureError as exc:
         fail(str(exc))
     except OSError as exc:   # --out: the disk filled up or the directory went away (a closed stdout: fetchtool.cli)

@@ -4,12 +4,14 @@ Rows are streamed: exchanges are buffered in small batches (512 exchanges or 32,
 each batch is written as one Parquet row group, so decoding a 1 GB capture never holds more than a batch of rows
 in memory. Batches are Arrow record batches built column by column (one typed array per field, from one list
 per column taken with itemgetter), handed straight to pyarrow's Parquet writer: no per-row dicts, and no
-dataframe library in between (importing polars alone cost `decode --out` a third of a second).
+dataframe library in between (importing polars alone cost `decode --out` a third of a second). A batch is written
+by a thread, pyarrow encoding and compressing it without the GIL while the decoder goes on.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from array import array
 from collections.abc import Iterable
 from itertools import chain, repeat
@@ -181,6 +183,10 @@ class ParquetTables:
         self._pending: list[Exchange] = []
         self._pending_partitions = 0
         self._writers: dict[str, pq.ParquetWriter] = {}
+        self._writing: threading.Thread | None = None  # the thread writing the last batch, until _wait
+        self._failed: BaseException | None = None
+        self._broken = False  # a write failed: nothing more is written
+        self._closed = False
         self.exchanges_written = 0
         self.partitions_written = 0
 
@@ -197,10 +203,31 @@ class ParquetTables:
         batch, self._pending = self._pending, []
         self._pending_partitions = 0
         exchanges, partitions = exchanges_batch(batch), partitions_batch(batch)
-        self._write("exchanges", exchanges)
-        self._write("partitions", partitions)
+        self._wait()  # row groups in order: the previous batch is written first
+        self._writing = threading.Thread(target=self._write_both, args=(exchanges, partitions),
+                                         name="parquet-writer", daemon=True)
+        self._writing.start()
         self.exchanges_written += exchanges.num_rows
         self.partitions_written += partitions.num_rows
+
+    def _write_both(self, exchanges: pa.RecordBatch, partitions: pa.RecordBatch) -> None:
+        """The writer thread: encoding and compressing a row group runs in pyarrow without the GIL, while the
+        decoder goes on with the next batch."""
+        try:
+            self._write("exchanges", exchanges)
+            self._write("partitions", partitions)
+        except BaseException as exc:  # noqa: BLE001  (handed to the decoding thread by _wait)
+            self._failed = exc
+
+    def _wait(self) -> None:
+        """Wait for the batch being written; its error (a full disk: OSError) is raised here, in the caller."""
+        if self._writing is not None:
+            self._writing.join()
+            self._writing = None
+        if self._failed is not None:
+            exc, self._failed = self._failed, None
+            self._broken = True
+            raise exc
 
     def _write(self, name: str, batch: pa.RecordBatch) -> None:
         writer = self._writers.get(name)
@@ -210,13 +237,39 @@ class ParquetTables:
         writer.write_batch(batch)
 
     def close(self) -> None:
-        self.flush()
-        for name, schema in (("exchanges", EXCHANGE_ARROW), ("partitions", PARTITION_ARROW)):
-            if name not in self._writers:  # nothing decoded: still leave a valid, empty table
-                self._write(name, _empty(schema))
+        """Write what is left and close both files. Call it where a write error is handled: a full disk shows
+        here first when every row fits in the last batch. Closing again does nothing, and after a failed write
+        it only releases the files (the failure was raised once, where it happened)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if not self._broken:
+                self.flush()
+                self._wait()
+                for name, schema in (("exchanges", EXCHANGE_ARROW), ("partitions", PARTITION_ARROW)):
+                    if name not in self._writers:  # nothing decoded: still leave a valid, empty table
+                        self._write(name, _empty(schema))
+        except BaseException:
+            self._broken = True
+            raise
+        finally:
+            self._close_writers()
+
+    def _close_writers(self) -> None:
+        if self._writing is not None:
+            self._writing.join()
+            self._writing = None
+        first: OSError | None = None
         for writer in self._writers.values():
-            writer.close()
+            try:
+                writer.close()  # writes the footer: the disk can fill up here too
+            except OSError as exc:
+                first = first or exc
         self._writers.clear()
+        if first is not None and not self._broken:
+            self._broken = True
+            raise first
 
     def __enter__(self) -> ParquetTables:
         return self

@@ -109,3 +109,19 @@ def test_writing_parquet_does_not_import_a_dataframe_library(exchanges, tmp_path
             "t.close(); assert 'polars' not in sys.modules, 'polars imported'")
     run = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("table", ["exchanges", "partitions"])
+def test_a_full_disk_under_out_is_one_line_not_a_traceback(table, tmp_path):
+    # /dev/full fails every write with ENOSPC, as a full disk does. The one batch of this capture is written
+    # when the decode ends: the error came out of the cleanup as a traceback (and again from the second table).
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f"{table}.parquet").symlink_to("/dev/full")
+    run = subprocess.run([sys.executable, "-m", "fetchtool", "decode", "--out", str(out),
+                          str(ROOT / "captures" / "aiokafka-tansu.pcap")], capture_output=True, text=True)
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith(f"error: cannot write {out}:")
+    assert "No space left on device" in run.stderr
