@@ -8,7 +8,8 @@
 Reading, link layers and reassembly are ~40% of a decode and do not depend on the Kafka layer after them, so on
 a large capture they run in a forked child while this process decodes Kafka: the two halves overlap on two
 cores. The child sends its events in batches over a pipe (a packed descriptor per event, the payload bytes,
-each Endpoint once) and this process rebuilds identical frozen events, in the same order. The child's stats
+each Endpoint once) and this process rebuilds identical frozen events, in the same order (or, for a consumer that
+asks for runs, a batch's consecutive data of one direction as one events.StreamRun). The child's stats
 and errors travel at the end. If the consumer stops early (a closed pipe, Ctrl-C), the child is killed and
 reaped. Small, compressed or unforkable inputs are read in this process: a fork is not worth it there.
 
