@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 from json.encoder import encode_basestring_ascii
 from operator import itemgetter
+from typing import TYPE_CHECKING
 
-from fetchtool.exchange import Exchange
+if TYPE_CHECKING:  # the decode command imports this module for its help screen too: nothing of decoding here
+    from fetchtool.exchange import Exchange
 
 __all__ = ["jsonl_row", "jsonl_line", "latency_ms", "JSONL_KEYS"]
 
