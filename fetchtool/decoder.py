@@ -18,7 +18,7 @@ import heapq
 import os
 from collections.abc import Iterable, Iterator
 
-from .capture.events import ConnectionClosed, StreamData, StreamGap
+from .capture.events import ConnectionClosed, StreamData, StreamGap, StreamRun
 from .capture.reader import CaptureError, unreadable_line
 from .capture.rotation import file_order, rotation_groups, set_label
 from .capture.streams import FileRead, stream_set_events
@@ -71,7 +71,7 @@ class DecodeRun:
             names = [os.path.basename(os.fspath(path)) for path in group]
             reads = [FileRead(path) for path in group]
             try:
-                events = stream_set_events(reads)
+                events = stream_set_events(reads, runs=True)
                 yield from decode_events(events, set_label(names), self.ports, self.report, self._topic_names,
                                           self.ended)
             except (CaptureError, OSError) as exc:  # the reader process stopped: the set's files are not all read
@@ -97,7 +97,7 @@ def decode_capture(paths: Iterable[str | os.PathLike] | str | os.PathLike, ports
 
 
 def decode_events(
-    events: Iterable[StreamData | StreamGap | ConnectionClosed],
+    events: Iterable[StreamData | StreamGap | ConnectionClosed | StreamRun],
     file: str = "",
     ports: frozenset[int] | None = None,
     report: DecodeReport | None = None,
@@ -151,6 +151,26 @@ def decode_events(
                 yield it
 
     for ev in events:
+        if isinstance(ev, StreamRun):
+            # A message's many packets at once: those that only fill a frame are taken in one call; any other
+            # piece goes through as its own event, exactly as without runs.
+            c = conns.get(ev.conn)
+            i, n = 0, len(ev.pieces)
+            while i < n:
+                if c is not None:
+                    i = c.feed_within_frames(ev, i)
+                    if i == n:
+                        break
+                else:
+                    report.connections += 1
+                    c = conns[ev.conn] = KafkaConnection(report.connections, ctx)
+                    detecting.add(c)
+                items = c.feed(ev.event(i))
+                i += 1
+                if items:
+                    push(items)
+                    yield from drain(False)
+            continue
         if isinstance(ev, ConnectionClosed):
             c = conns.pop(ev.conn, None)
             if c is not None:

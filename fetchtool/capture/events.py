@@ -79,4 +79,26 @@ class ConnectionClosed:
     ts: float
 
 
+@dataclass(frozen=True, slots=True)
+class StreamRun:
+    """Consecutive StreamData events of one direction of one connection, handed on as one (the forked reader's
+    batches, when the consumer asks for runs: streams.stream_set_events(runs=True)). Piece i holds the bytes
+    packet frames[i] (at tss[i]) delivered; ends[i] is the pieces' running length up to and including it.
+    A consumer that cannot take a whole run at once takes its events() one by one: nothing is lost."""
+
+    conn: int
+    src: Endpoint
+    dst: Endpoint
+    pieces: list  # bytes-like, none empty
+    frames: list[int]
+    tss: list[float]
+    ends: list[int]
+
+    def event(self, i: int) -> StreamData:
+        return StreamData(self.conn, self.src, self.dst, self.pieces[i], self.frames[i], self.tss[i])
+
+    def events(self) -> list[StreamData]:
+        return [self.event(i) for i in range(len(self.pieces))]
+
+
 StreamEvent = StreamData | StreamGap | ConnectionClosed

@@ -8,7 +8,8 @@
 Reading, link layers and reassembly are ~40% of a decode and do not depend on the Kafka layer after them, so on
 a large capture they run in a forked child while this process decodes Kafka: the two halves overlap on two
 cores. The child sends its events in batches over a pipe (a packed descriptor per event, the payload bytes,
-each Endpoint once) and this process rebuilds identical frozen events, in the same order. The child's stats
+each Endpoint once) and this process rebuilds identical frozen events, in the same order (or, for a consumer that
+asks for runs, a batch's consecutive data of one direction as one events.StreamRun). The child's stats
 and errors travel at the end. If the consumer stops early (a closed pipe, Ctrl-C), the child is killed and
 reaped. Small, compressed or unforkable inputs are read in this process: a fork is not worth it there.
 
@@ -28,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .._fast import fast_constructor
-from .events import ConnectionClosed, Endpoint, StreamData, StreamEvent, StreamGap
+from .events import ConnectionClosed, Endpoint, StreamData, StreamEvent, StreamGap, StreamRun
 from .packets import CaptureStats, iter_segments
 from .reader import PCAPNG_SHB, PCAP_MAGICS, RELEASE_EVERY, CaptureError
 from .reassembly import TcpReassembler
@@ -49,6 +50,14 @@ _HEAD = struct.Struct("=iI")  # descriptors in the batch (-1: the final message)
 _data = fast_constructor(StreamData)
 _gap = fast_constructor(StreamGap)
 _closed = fast_constructor(ConnectionClosed)
+_stream_run = fast_constructor(StreamRun)
+
+
+def _run(conn: int, src: Endpoint, dst: Endpoint, pieces: list, frames: list[int], tss: list[float],
+         ends: list[int]) -> StreamData | StreamRun:
+    if len(pieces) == 1:
+        return _data(conn, src, dst, pieces[0], frames[0], tss[0])
+    return _stream_run(conn, src, dst, pieces, frames, tss, ends)
 
 
 @dataclass
@@ -61,11 +70,12 @@ class FileRead:
     error: Exception | None = None
 
 
-def stream_set_events(reads: list[FileRead]) -> Iterator[StreamEvent]:
+def stream_set_events(reads: list[FileRead], runs: bool = False) -> Iterator[StreamEvent | StreamRun]:
     """The events of several files read as one capture (a rotated set), in a child process when the files are
-    large enough to gain from it. Each file's stats and error land in its FileRead; nothing is raised for them."""
+    large enough to gain from it. Each file's stats and error land in its FileRead; nothing is raised for them.
+    `runs`: a consumer that takes StreamRun events (see _receive) may get them, from the child."""
     if _worth_a_child(*(r.path for r in reads)):
-        return stream_set_events_in_child(reads)
+        return stream_set_events_in_child(reads, runs)
     return stream_set_events_here(reads)
 
 
@@ -100,7 +110,7 @@ def _worth_a_child(*paths) -> bool:
         return False  # the in-process reader reports it as one line
 
 
-def stream_set_events_in_child(reads: list[FileRead]) -> Iterator[StreamEvent]:
+def stream_set_events_in_child(reads: list[FileRead], runs: bool = False) -> Iterator[StreamEvent | StreamRun]:
     """stream_set_events, with the reading and reassembly done by a forked child."""
     paths = [r.path for r in reads]
     r, w = os.pipe()
@@ -112,7 +122,7 @@ def stream_set_events_in_child(reads: list[FileRead]) -> Iterator[StreamEvent]:
     os.close(w)
     try:
         with open(r, "rb", buffering=_BATCH_BYTES) as pipe:
-            yield from _receive(pipe, reads)
+            yield from _receive(pipe, reads, runs)
     finally:
         _reap(pid)
 
@@ -213,8 +223,17 @@ def _send(out, paths: list) -> None:
 
 
 # -- the parent ---------------------------------------------------------------------------------------------
-def _receive(pipe, reads: list[FileRead]) -> Iterator[StreamEvent]:
+def _receive(pipe, reads: list[FileRead], runs: bool = False) -> Iterator[StreamEvent | StreamRun]:
+    """The child's batches as events. With `runs`, consecutive data of one direction of one connection in a
+    batch comes as one StreamRun (a single piece as StreamData): the consumer handles a message's many packets
+    at once (events.StreamRun)."""
     endpoints: list[Endpoint] = []
+    pieces: list = []  # the run being gathered: its pieces, their frames, timestamps and running length
+    frames: list[int] = []
+    tss: list[float] = []
+    ends: list[int] = []
+    total = 0
+    run_conn = run_a = run_b = -1
     read = pipe.read
     unpack = _DESC.iter_unpack
     size = _DESC.size
@@ -235,11 +254,28 @@ def _receive(pipe, reads: list[FileRead]) -> Iterator[StreamEvent]:
             for kind, conn, a, b, frame, ts, n, at in unpack(descs):
                 if kind == _DATA:
                     if at >= 0:
-                        yield _data(conn, endpoints[a], endpoints[b], mm[at:at + n], frame, ts)
+                        data = mm[at:at + n]
                     else:
-                        yield _data(conn, endpoints[a], endpoints[b], blob[pos:pos + n], frame, ts)
+                        data = blob[pos:pos + n]
                         pos += n
-                elif kind == _GAP:
+                    if not runs or not n:
+                        yield _data(conn, endpoints[a], endpoints[b], data, frame, ts)
+                    elif conn == run_conn and a == run_a and b == run_b:  # the run goes on
+                        pieces.append(data)
+                        frames.append(frame)
+                        tss.append(ts)
+                        total += n
+                        ends.append(total)
+                    else:
+                        if pieces:
+                            yield _run(run_conn, endpoints[run_a], endpoints[run_b], pieces, frames, tss, ends)
+                        run_conn, run_a, run_b = conn, a, b
+                        pieces, frames, tss, ends, total = [data], [frame], [ts], [n], n
+                    continue
+                if pieces:
+                    yield _run(run_conn, endpoints[run_a], endpoints[run_b], pieces, frames, tss, ends)
+                    pieces, run_conn = [], -1
+                if kind == _GAP:
                     yield _gap(conn, endpoints[a], endpoints[b], n, frame, ts)
                 elif kind == _CLOSED:
                     yield _closed(conn, _REASONS[n], frame, ts)
@@ -254,6 +290,9 @@ def _receive(pipe, reads: list[FileRead]) -> Iterator[StreamEvent]:
                     file.close()
                     file = _Mapped(reads[conn].path)
                     mm = file.view
+            if pieces:  # runs end with their batch
+                yield _run(run_conn, endpoints[run_a], endpoints[run_b], pieces, frames, tss, ends)
+                pieces, run_conn = [], -1
             file.release(at)  # the batch's last reference (-1 when it had none: nothing to release yet)
     finally:
         file.close()

@@ -12,6 +12,7 @@ import typer
 from fetchtool.commands.options import since_option, until_option, width_option
 from fetchtool.commands.wording import count
 from fetchtool.pipeline import ENGINES
+from fetchtool.pipeline.jsonl import jsonl_line, latency_ms
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -80,9 +81,11 @@ def main(
             if tables is not None:
                 tables.add(item)
             if format is Format.jsonl:
-                write(json.dumps(jsonl_row(item)) + "\n")
+                write(jsonl_line(item))
             elif format is Format.table:
                 rows.append(item)
+        if tables is not None:
+            tables.close()  # the last rows: a full disk is reported here like any other write
     except CaptureError as exc:
         fail(str(exc))
     except OSError as exc:   # --out: the disk filled up or the directory went away (a closed stdout: fetchtool.cli)
@@ -102,19 +105,6 @@ def main(
         err.print(f"wrote {count(tables.exchanges_written, 'exchange')} and "
                   f"{count(tables.partitions_written, 'partition row')} to {out}/", highlight=False)
     reading.finish()
-
-
-def jsonl_row(ex: Exchange) -> dict:
-    """The contract's row, and latency_ms: response time - request time (None without a response)."""
-    row = ex.to_json_row()
-    row["latency_ms"] = latency_ms(ex)
-    return row
-
-
-def latency_ms(ex: Exchange) -> float | None:
-    if ex.ts is None or ex.response_ts is None:
-        return None
-    return round((ex.response_ts - ex.ts) * 1000, 3)
 
 
 def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | None, ports: list[int] | None,

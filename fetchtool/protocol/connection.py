@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from struct import Struct
 from typing import Callable, Iterator, Sequence
 
-from ..capture.events import Endpoint, StreamData, StreamGap
+from ..capture.events import Endpoint, StreamData, StreamGap, StreamRun
 from ..exchange import Exchange
 from . import codec
 from .framing import MAX_FRAME, Frame, Framer
@@ -21,7 +21,7 @@ from .headers import (
     plausible_request_start, response_body_offset,
 )
 from .report import DecodeReport, MidMessageStart
-from .resync import answered_ids, scan_first_request, scan_responses
+from .resync import FirstRequestScan, answered_ids, scan_first_request, scan_responses
 
 WELL_KNOWN_PORTS = frozenset({9092, 9093, 9094, 9095, 9096, 9097, 9192, 19092, 29092, 39092})
 DETECT_LIMIT = 256 * 1024  # bytes buffered per direction before the broker side must be decided
@@ -89,6 +89,7 @@ class KafkaConnection:
         # What this client's requests look like, for a resync to tell its next request from noise.
         self._last_corr: int | None = None
         self._client_key: bytes | None = None  # client id as its header carries it (int16 length + bytes)
+        self._first_scan = FirstRequestScan()  # while the first request is looked for, packet after packet
 
     # -- events in ----------------------------------------------------------------------------------------
     def feed(self, ev: StreamData | StreamGap) -> Sequence[Found]:
@@ -105,6 +106,18 @@ class KafkaConnection:
         if not self._detect(final=False):
             return []
         return self._replay()
+
+    def feed_within_frames(self, run: StreamRun, i: int) -> int:
+        """Pieces i, i+1, ... of a run that only fill the frame their direction is framing (Framer.
+        feed_within_frame): taken at once, as feeding them one by one would take them, yielding nothing.
+        Returns the index of the first piece not taken (i when none is): the caller feeds that one as an event."""
+        if self.state != "kafka":
+            return i
+        src = run.src
+        to_broker = src is self.client or (src is not self.broker and src == self.client)
+        framer = self._req if to_broker else self._resp
+        assert framer is not None, "framing a connection not decided as Kafka"  # _decide() set both framers
+        return framer.feed_within_frame(run.pieces, run.ends, run.frames, run.tss, i)
 
     @property
     def holding_since(self) -> int | None:
@@ -284,7 +297,7 @@ class KafkaConnection:
         a candidate must also carry its client id and a correlation id just after its last one, so the bytes
         of a damaged request's body are not taken for phantom requests."""
         if self._client_key is None:
-            return scan_first_request(buf.obj if isinstance(buf.obj, bytes) else bytes(buf), start)
+            return self._first_scan(buf.obj if isinstance(buf.obj, bytes) else bytes(buf), start)
         raw = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)
         p = next(self._next_requests(raw, start), None)
         if p is not None:

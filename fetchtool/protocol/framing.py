@@ -24,6 +24,7 @@ delivered which bytes, so frames found in bytes held back for a scanner's decisi
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from struct import Struct
 from typing import Callable, NamedTuple
 
@@ -141,6 +142,21 @@ class Framer:
         if self._have < self._need:
             return _NO_FRAMES  # mid-frame: most segments of a large response end here
         return self._parse(0, len(data), frame, ts)
+
+    def feed_within_frame(self, pieces: list, ends: list[int], frames: list[int], tss: list[float], i: int) -> int:
+        """Take pieces i, i+1, ... of a run (capture.events.StreamRun: consecutive packets of this direction)
+        that only add to the frame being filled, none completing it; returns the index of the first piece not
+        taken (i when none is). The framer ends as feeding them one by one leaves it, without a call per packet.
+        Only the plain case is taken: a synced stream, mid-frame, with nothing to report."""
+        if self._skip or self.resyncing or not self._have or self.damage or self.mid_start is not None:
+            return i
+        base = ends[i - 1] if i else 0
+        j = bisect_left(ends, base + self._need - self._have, i)  # pieces before j leave the frame short
+        if j > i:
+            self._chunks.extend(pieces[i:j])
+            self._have += ends[j - 1] - base
+            self._last = (frames[j - 1], tss[j - 1])
+        return j
 
     @property
     def at_stream_start(self) -> bool:

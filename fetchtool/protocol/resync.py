@@ -23,10 +23,11 @@ long) still waits keeps its last quarter unscanned.
 
 from __future__ import annotations
 
+import re
 from struct import Struct
 
 from .framing import MAX_FRAME
-from .headers import plausible_request_start
+from .headers import APIS, VERSION_SLACK, plausible_request_start
 
 WAIT_LIMIT = 8 * 1024 * 1024
 PENDING_LOOKED_AT = 64
@@ -34,6 +35,21 @@ RESCAN_EVERY_PACKET = 1024 * 1024
 LOOK_PAST = 16 * 1024  # how far past a waiting first-request candidate a better one is looked for
 _I32 = Struct(">i")
 _EXACT, _BROKEN, _SHORT = range(3)
+
+
+def _header_bytes() -> re.Pattern[bytes]:
+    """Positions whose bytes could begin a plausible request at all (plausible_request_start says False
+    everywhere else): a size of at most MAX_FRAME, a known api key and a version below 256. Found by the regex
+    engine, so a scan judges a handful of candidates in Python instead of every byte."""
+    top_size = MAX_FRAME >> 24
+    top_key = max(APIS)
+    top_version = max(v for _name, v, _flex in APIS.values()) + VERSION_SLACK
+    assert top_size < 0x80 and top_key < 0x80 and top_version < 0x80, "the byte ranges below are too narrow"
+    return re.compile(b"(?=[\\x00-%s][\\s\\S]{3}\\x00[\\x00-%s]\\x00[\\x00-%s])"
+                      % (re.escape(bytes([top_size])), re.escape(bytes([top_key])), re.escape(bytes([top_version]))))
+
+
+_CANDIDATES = _header_bytes()
 
 
 def scan_responses(raw: bytes, start: int, pending: dict[int, int], stream_start: bool):
@@ -76,22 +92,80 @@ def scan_first_request(raw: bytes, start: int):
     whose chain runs past the end waits for it, unless within LOOK_PAST bytes after it requests chain exactly
     to the end: then it was record data (it is looked at again with every packet meanwhile, so the request
     after a cut one is framed with its own packet, before its response arrives)."""
-    end = len(raw)
-    waiting = None
-    for p in range(start, end):
-        if waiting is not None and p > waiting[1] + LOOK_PAST:
-            break
-        ok = plausible_request_start(raw, p, MAX_FRAME)
-        if ok is None:
-            return waiting or (None, p)
-        if not ok:
-            continue
-        kind, _links, need = _request_chain(raw, p, end)
-        if kind == _EXACT:
-            return p, p
-        if kind == _SHORT and waiting is None and need <= WAIT_LIMIT:
-            waiting = None, p, 0
-    return waiting or (None, end)
+    return FirstRequestScan()(raw, start)
+
+
+class FirstRequestScan:
+    """scan_first_request for one direction, remembering between calls which positions could start a request
+    at all. While a candidate waits, the framer calls again with every packet, with the same bytes and more
+    after them: a position's plausibility depends only on its own 14 bytes, and a chain that broke stays broken
+    (more bytes after it change none of the links before the break), so only the chains from plausible
+    positions that have not broken are followed again, and only the new bytes are searched. Any other call
+    (other bytes, another start) is a fresh scan. Same answers as scan_first_request, call for call."""
+
+    __slots__ = ("_start", "_head", "_plausible", "_judged")
+
+    def __init__(self) -> None:
+        self._start = -1
+        self._head = b""  # the bytes the remembered judgements were made on
+        self._plausible: list[int] = []  # plausible positions in [start, judged), in order
+        self._judged = 0
+
+    def __call__(self, raw: bytes, start: int):
+        end = len(raw)
+        last = end - 14  # from here on plausible_request_start cannot tell yet
+        if start == self._start and self._head and raw.startswith(self._head):
+            plausible, judged = self._plausible, self._judged
+        else:
+            plausible, judged = [], start
+        waiting: tuple[None, int, int] | None = None
+        found: tuple[int, int] | tuple[None, int, int] | None = None
+        broke = False
+        for i, p in enumerate(plausible):
+            if waiting is not None and p > waiting[1] + LOOK_PAST:
+                found = waiting
+                break
+            kind, _links, need = _request_chain(raw, p, end)
+            if kind == _EXACT:
+                found = p, p
+                break
+            if kind == _SHORT and waiting is None and need <= WAIT_LIMIT:
+                waiting = None, p, 0
+            elif kind == _BROKEN:
+                plausible[i] = -1
+                broke = True
+        if broke:
+            plausible = [p for p in plausible if p >= 0]
+        if found is None:
+            for m in _CANDIDATES.finditer(raw, judged):
+                p = m.start()
+                if p > last:
+                    break
+                if waiting is not None and p > waiting[1] + LOOK_PAST:
+                    found = waiting
+                    break
+                judged = p + 1
+                if not plausible_request_start(raw, p, MAX_FRAME):
+                    continue
+                kind, _links, need = _request_chain(raw, p, end)
+                if kind == _EXACT:
+                    found = p, p
+                    break
+                if kind != _BROKEN:
+                    plausible.append(p)
+                    if kind == _SHORT and waiting is None and need <= WAIT_LIMIT:
+                        waiting = None, p, 0
+            if found is None:
+                judged = max(judged, last + 1)  # every position up to `last` was searched
+        if found is not None and found[0] is not None:
+            self._start, self._plausible, self._judged, self._head = -1, [], 0, b""  # framing starts: forget
+            return found
+        self._start, self._plausible, self._judged = start, plausible, judged
+        self._head = raw[:judged + 13] if judged > start else b""
+        if found is not None:
+            return found
+        # Every position before max(start, last + 1) was judged; the first one not judged needs more bytes.
+        return waiting or (None, min(end, max(start, last + 1)))
 
 
 def _request_chain(raw: bytes, p: int, end: int) -> tuple[int, int, int]:

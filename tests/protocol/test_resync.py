@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from struct import pack
 
-from fetchtool.protocol.resync import WAIT_LIMIT, scan_first_request, scan_responses
+from fetchtool.protocol.resync import WAIT_LIMIT, FirstRequestScan, scan_first_request, scan_responses
 
 
 def response(corr: int, body: bytes = b"\0" * 20) -> bytes:
@@ -44,3 +44,69 @@ def test_a_first_request_is_where_requests_chain_to_the_end_not_the_first_plausi
     fetch = pack(">ihhih", 24, 1, 12, 5, 1) + b"c" + b"\0" * 13
     tail = b"\x07" * 3 + pack(">ihhih", 4000, 0, 9, 77, 1) + b"c" + b"\x07" * 5
     assert scan_first_request(tail + fetch, 0) == (len(tail), len(tail))
+
+
+# -- the first-request scan, as the framer calls it packet after packet --------------------------------------
+def reference_first_request(raw: bytes, start: int):
+    """The rule as resync.py's docstring states it, judged at every byte: the oracle for the fast scan (which
+    judges only the positions a regex finds, and remembers its judgements between packets)."""
+    from fetchtool.protocol.framing import MAX_FRAME
+    from fetchtool.protocol.headers import plausible_request_start
+    from fetchtool.protocol.resync import _EXACT, _SHORT, LOOK_PAST, _request_chain
+
+    end = len(raw)
+    waiting = None
+    for p in range(start, end):
+        if waiting is not None and p > waiting[1] + LOOK_PAST:
+            break
+        ok = plausible_request_start(raw, p, MAX_FRAME)
+        if ok is None:
+            return waiting or (None, p)
+        if not ok:
+            continue
+        kind, _links, need = _request_chain(raw, p, end)
+        if kind == _EXACT:
+            return p, p
+        if kind == _SHORT and waiting is None and need <= WAIT_LIMIT:
+            waiting = None, p, 0
+    return waiting or (None, end)
+
+
+def _request(corr: int, body: bytes, api_key: int = 1, version: int = 12, client: bytes = b"consumer-1") -> bytes:
+    head = pack(">hhih", api_key, version, corr, len(client)) + client + b"\0"
+    return pack(">i", len(head) + len(body)) + head + body
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# Bodies full of the small integers fetch requests are made of (partition ids, epochs, offsets), which read
+# as plausible headers all over the place.
+_body = st.lists(st.sampled_from([0, 0, 0, 1, 2, 5, 12, 0x10, 0x5C, 0xFF]), max_size=1500).map(bytes)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_body, st.sampled_from([0, 1, 3, 18])), min_size=1, max_size=4), st.data())
+def test_the_first_request_scan_answers_as_the_rule_at_every_packet(requests, data):
+    raw = b"".join(_request(i, body, key) for i, (body, key) in enumerate(requests))
+    raw = raw[data.draw(st.integers(0, len(raw) - 1)):]  # the capture began inside the stream
+    scan = FirstRequestScan()  # one per direction: it remembers between the framer's calls
+    pos = 0
+    while pos < len(raw):
+        pos = min(len(raw), pos + data.draw(st.sampled_from([1, 13, 200, 1448])))
+        start = data.draw(st.sampled_from([0, 0, 0, pos // 2]))
+        assert scan(raw[:pos], start) == reference_first_request(raw[:pos], start) == \
+            scan_first_request(raw[:pos], start)
+
+
+def test_a_waiting_first_request_is_framed_with_the_packet_that_completes_it():
+    # A 5,000-byte request cut by the capture's start, then a whole one arriving in 1,448-byte packets: the
+    # scan waits on the whole one's header and answers as soon as its last byte is in.
+    whole = _request(8, bytes(5000))
+    cut = _request(7, bytes(300))[50:]
+    raw = cut + whole
+    scan = FirstRequestScan()
+    answers = [scan(raw[:n], 0) for n in range(1448, len(raw), 1448)] + [scan(raw, 0)]
+    assert answers[-1] == (len(cut), len(cut))
+    assert answers[0] == (None, len(cut), 0)  # the whole one's header seen, its end not yet
+    assert all(a == reference_first_request(raw[:n], 0) for a, n in zip(answers, range(1448, len(raw), 1448)))
