@@ -498,9 +498,12 @@ class SessionTracker:
         s.end, s.end_reason, s.end_frame, s.end_ts = end, reason, frame, ts
 
     def fed(self) -> None:
-        """Nothing more will be fed: the sessions' recent requests (evidence for the findings made while feeding)
-        are dropped before the findings' cache replay adds its own state (memory)."""
+        """Nothing more will be fed: the sessions' recent requests (evidence for the findings made while feeding),
+        and the last successful one of every session that never got a 70, are dropped before the findings'
+        cache replay adds its own state (memory)."""
         for s in self.sessions:
+            if s.error_ts is None:  # its last success is read again only for a session that got a 70 (causes)
+                s.last_success = None
             # (not cleared: an empty list per session is 56 bytes of a storm's peak; a tuple, so that feeding
             # after this fails loudly)
             s.recent = cast(list, _NO_RECENT)
