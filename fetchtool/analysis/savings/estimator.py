@@ -376,8 +376,8 @@ class SavingsEstimator:
     def merge(self, other: SavingsEstimator) -> None:
         """Fold in an estimate of other streams (state is per client stream, so per-broker estimates add up to
         the one-pass estimate). The other's per-stream models are not taken: only its results are."""
-        for pair, tally in other.tallies.items():
-            self.tallies.setdefault(pair, Tally()).merge(tally)
+        for names, tally in other.tallies.items():
+            self.tallies.setdefault(names, Tally()).merge(tally)
         for file, (start, end) in other.spans.items():
             span = self.spans.setdefault(file, [start, end])
             span[0], span[1] = min(span[0], start), max(span[1], end)
