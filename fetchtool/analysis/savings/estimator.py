@@ -35,6 +35,7 @@ projects a saving of 0 at any factor.
 
 from __future__ import annotations
 
+import random
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -250,6 +251,7 @@ class SavingsEstimator:
     def __init__(self, only: Callable[[Exchange], bool] | None = None) -> None:
         self.only = only  # the exchanges to count (--client / --broker); every exchange still shows who grants
         self.streams: dict[tuple[str, str], StreamModel] = {}   # (client ip:port, broker)
+        self.rng = random.Random(0)  # the models' private caches draw their session ids from it
         self._by_session: dict[tuple, StreamModel] = {}          # (host, client id, broker, session id)
         # (host, client id, broker) -> sums: one add per exchange; the total, per client and per broker sums are
         # made from these when read (folded)
@@ -333,7 +335,7 @@ class SavingsEstimator:
             s = model.feed(ex)
         except Exception:  # noqa: BLE001 - one odd exchange must not stop the report; start the stream afresh
             self.model_errors += 1
-            self.streams[key] = StreamModel(ex.client, ex.broker)
+            self.streams[key] = StreamModel(ex.client, ex.broker, self.rng)
             return None
         if ex.response_session_id:
             skey = (host_of(ex.client), ex.client_id, ex.broker, ex.response_session_id)
@@ -408,7 +410,7 @@ class SavingsEstimator:
                 return model
             if self._released and hash(skey) in self._released:
                 self.released_misses += 1
-        return StreamModel(ex.client, ex.broker)
+        return StreamModel(ex.client, ex.broker, self.rng)
 
     def result(self) -> SavingsResult:
         notes = []
