@@ -20,7 +20,8 @@ _RECORD = Struct("<BBiIqqdqiqqqq")
 SIZE = _RECORD.size
 _REQUEST, _RESPONSE, _TS, _ERROR, _RETURNED = 1, 2, 4, 8, 16
 
-# Kinds and file names, numbered as they are met (a few per process: the record keeps their number).
+# Kinds and file names, numbered as they are met (a few per process: the record keeps their number). A log is
+# read in the process that wrote it: TrackedSessions never leave it (the Spark engine ships SessionLives).
 _kinds: list[str] = []
 _kind_codes: dict[str, int] = {}
 _files: list[str] = []
