@@ -227,7 +227,8 @@ class AnalysisPass:
         self.totals = _Totals()
         self.savings = SavingsEstimator(only=savings_of)
         self.files: dict[str, None] = dict.fromkeys(files)  # the files that had exchanges, in request order
-        self.traffic = TrafficTracker(traffic_findings.STORM_REFETCHES, self.tracker.brokers)
+        self.traffic = TrafficTracker(traffic_findings.STORM_REFETCHES, self.tracker.brokers,
+                                      self.tracker.sessions)
         self.partition_errors = PartitionErrors()
         self.timeline = TimelineTracker()
         self.only = savings_of

@@ -23,7 +23,7 @@ from fetchtool.analysis.tracking.kraft import is_kraft_voter_fetch
 from fetchtool.sessions.cache import DEFAULT_EVICTION_MS
 
 from fetchtool.analysis.diagnosis.shadow import infer
-from fetchtool.analysis.tracking.cache_events import RESTART
+from fetchtool.analysis.tracking.cache_events import RESTART, CacheLog
 from fetchtool.analysis.reports.timefmt import clock as _clock
 from fetchtool.analysis.tracking.tracker import Observation, SessionTracker
 
@@ -344,7 +344,7 @@ class FindingsEngine:
             resolver.verdicts[name] = verdict
             b.max_live = verdict.peak
             b.occupancy = verdict.occupancy
-            b.cache_events = []  # replayed: free the memory
+            b.cache_events = CacheLog()  # replayed: free the memory
             for victim, e in verdict.evictions.items():
                 if victim.end in (ALIVE, LOST) or (victim.end == CLOSED and victim.end_ts is not None
                                                    and victim.end_ts * 1000 >= e.t_ms):

@@ -8,6 +8,7 @@ thinned away.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 MAX_POINTS = 2000
@@ -40,12 +41,15 @@ class Occupancy:
 
 
 class OccupancyRecorder:
+    """The points of each series in columns (a storm's replay notes one or two per event: as tuples they were
+    about 110 bytes each, here 16)."""
+
     __slots__ = ("sizes", "points", "total")
 
     def __init__(self, shards: int) -> None:
         self.sizes = [0] * shards
-        self.points: list[list[tuple[int, int]]] = [[] for _ in range(shards)]
-        self.total: list[tuple[int, int]] = []
+        self.points: list[_Points] = [_Points() for _ in range(shards)]
+        self.total = _Points()
 
     def note(self, t_ms: int, shards) -> None:
         """After an event at ``t_ms``: record the shards (FetchSessionCacheShard) whose size changed."""
@@ -55,38 +59,63 @@ class OccupancyRecorder:
             n = shard.size
             if n != sizes[k]:
                 sizes[k] = n
-                self.points[k].append((t_ms, n))
+                self.points[k].add(t_ms, n)
                 changed = True
         if changed:
-            self.total.append((t_ms, sum(sizes)))
+            self.total.add(t_ms, sum(sizes))
 
     def result(self, shape) -> Occupancy:
         per_shard: tuple[tuple[int, Series], ...] = ()
         if len(self.points) > 1:
-            per_shard = tuple((k, _series(p)) for k, p in enumerate(self.points) if p)
-        return Occupancy(shape.shards, shape.per_shard, _series(self.total), per_shard)
+            per_shard = tuple((k, p.series()) for k, p in enumerate(self.points) if p.t_ms)
+        return Occupancy(shape.shards, shape.per_shard, self.total.series(), per_shard)
 
 
-def _series(points: list[tuple[int, int]]) -> Series:
-    points = thin(points)
-    return Series(tuple(t for t, _ in points), tuple(n for _, n in points))
+class _Points:
+    """One series' points: times and values in two arrays (a list, should a time not fit 64 bits)."""
+
+    __slots__ = ("t_ms", "live")
+
+    def __init__(self) -> None:
+        self.t_ms: array | list = array("q")
+        self.live: array | list = array("q")
+
+    def add(self, t_ms: int, n: int) -> None:
+        try:
+            self.t_ms.append(t_ms)
+        except OverflowError:
+            self.t_ms = [*self.t_ms, t_ms]
+        self.live.append(n)
+
+    def series(self) -> Series:
+        """The series, thinned as thin() does."""
+        ts, ns = self.t_ms, self.live
+        if len(ts) > MAX_POINTS:
+            chosen = _thinned(ts, ns, MAX_POINTS)
+            return Series(tuple(ts[i] for i in chosen), tuple(ns[i] for i in chosen))
+        return Series(tuple(ts), tuple(ns))
 
 
 def thin(points: list[tuple[int, int]], limit: int = MAX_POINTS) -> list[tuple[int, int]]:
     """At most ``limit`` points: per time slice, its highest (first of equals) and its last point, in order."""
     if len(points) <= limit:
         return points
+    return [points[i] for i in _thinned([t for t, _ in points], [n for _, n in points], limit)]
+
+
+def _thinned(ts, ns, limit: int) -> list[int]:
+    """thin() on columns: the indexes of the points kept."""
     slices = limit // 2
-    t0, t1 = points[0][0], points[-1][0]
+    t0, t1 = ts[0], ts[-1]
     span = max(t1 - t0, 1)
     keep: dict[int, tuple[int, int]] = {}  # slice -> (index of the highest, index of the last)
-    for i, (t, n) in enumerate(points):
+    for i, t in enumerate(ts):
+        n = ns[i]
         s = min((t - t0) * slices // span, slices - 1)
         kept = keep.get(s)
         if kept is None:
             keep[s] = (i, i)
         else:
-            top = kept[0] if points[kept[0]][1] >= n else i
+            top = kept[0] if ns[kept[0]] >= n else i
             keep[s] = (top, i)
-    chosen = sorted({i for pair in keep.values() for i in pair})
-    return [points[i] for i in chosen]
+    return sorted({i for pair in keep.values() for i in pair})

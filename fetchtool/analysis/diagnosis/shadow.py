@@ -16,6 +16,7 @@ it gone, a refusal proves the shard the broker chose was full, a creation proves
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
 
@@ -25,7 +26,7 @@ from fetchtool.sessions.partitions import TopicIdPartition
 from fetchtool.sessions.session import CachedPartition, FetchSession
 
 from fetchtool.analysis.diagnosis.occupancy import Occupancy, OccupancyRecorder
-from fetchtool.analysis.tracking.cache_events import ABSENT, CREATE, PRESENT, REFUSE, RESTART, TOUCH, CacheEvent
+from fetchtool.analysis.tracking.cache_events import ABSENT, CREATE, PRESENT, REFUSE, RESTART, TOUCH, CacheEvent, CacheLog
 
 MAX_SHAPES = 160  # replays per broker when the cache size must be inferred (the search stays bounded)
 UNBOUNDED = 1 << 30
@@ -84,7 +85,7 @@ class _Partitions:
         return self.n
 
 
-def replay(events: list[CacheEvent], shape: Shape, gone: frozenset = frozenset(),
+def replay(events: Iterable[CacheEvent], shape: Shape, gone: frozenset = frozenset(),
            eviction_ms: int = DEFAULT_EVICTION_MS, record: bool = False) -> Replay:
     """Feed a broker's cache events to a FetchSessionCache of ``shape``. ``gone``: keys of sessions whose 70
     the capture explains otherwise (a broker restart): removed at their 70 without testing the shape.
@@ -212,41 +213,42 @@ class Verdict:
             " fit the capture"
 
 
-def infer(events: list[CacheEvent], slots: int | None, shards: int | None, evidence: bool,
+def infer(events: list[CacheEvent] | CacheLog, slots: int | None, shards: int | None, evidence: bool,
           gone: frozenset = frozenset(), eviction_ms: int = DEFAULT_EVICTION_MS) -> Verdict:
     """Replay the shapes the evidence allows. ``evidence``: the capture holds a refusal or an unexplained 70
     (without one, nothing bounds the cache from above and no eviction can be proven)."""
-    events = sorted(events, key=_order)
+    # (a CacheLog makes each event as the replays read it: the sorted events are never all held at once)
+    ordered: Iterable[CacheEvent] = events.ordered() if isinstance(events, CacheLog) else sorted(events, key=_order)
     if slots is not None:
         n = shards or 8
-        r = replay(events, Shape(n, max(slots // n, 0)), gone, eviction_ms, record=True)
+        r = replay(ordered, Shape(n, max(slots // n, 0)), gone, eviction_ms, record=True)
         return Verdict((r.shape,), True, dict(r.evictions), r.peak, r.occupancy)
     # Without evidence only an unbounded cache is kept, and it evicts nothing whatever its shards: one replay.
     shard_counts = (shards,) if shards else ((8, 1) if evidence else (8,))
     results = []
     alone = not evidence and len(shard_counts) == 1  # the only shape tried: record its occupancy on the way
     for n in shard_counts:
-        free = replay(events, Shape(n, None), gone, eviction_ms, record=alone)
+        free = replay(ordered, Shape(n, None), gone, eviction_ms, record=alone)
         results.append(free)
         if not evidence:
             continue
         top = min(free.peak, MAX_SHAPES)
-        results.extend(replay(events, Shape(n, c), gone, eviction_ms) for c in range(1, top + 1))
+        results.extend(replay(ordered, Shape(n, c), gone, eviction_ms) for c in range(1, top + 1))
     fits = [r for r in results if r.consistent]
     if not evidence:
         fits = [r for r in fits if r.shape.per_shard is None] or fits
     if not fits:
-        return Verdict((), False, {}, proven_peak(events))
+        return Verdict((), False, {}, proven_peak(ordered))
     agreed = dict(fits[0].evictions)
     for r in fits[1:]:
         agreed = {k: e for k, e in agreed.items() if _same(r.evictions.get(k), e)}
     settled = min(fits, key=lambda r: r.peak)  # the first of the shapes that show the least: the reported peak
     shown = settled.occupancy if settled.occupancy is not None else \
-        replay(events, settled.shape, gone, eviction_ms, record=True).occupancy
+        replay(ordered, settled.shape, gone, eviction_ms, record=True).occupancy
     return Verdict(tuple(r.shape for r in fits), False, agreed, settled.peak, shown)
 
 
-def proven_peak(events: list[CacheEvent]) -> int:
+def proven_peak(events: Iterable[CacheEvent]) -> int:
     """The most sessions the capture proves cached at once, whatever the cache's shape: each from its creation
     (or first use) to its last use, when the broker found it. A lower bound, for captures no shape fits."""
     spans: dict[int, list[int]] = {}

@@ -35,6 +35,7 @@ projects a saving of 0 at any factor.
 
 from __future__ import annotations
 
+import random
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -250,15 +251,16 @@ class SavingsEstimator:
     def __init__(self, only: Callable[[Exchange], bool] | None = None) -> None:
         self.only = only  # the exchanges to count (--client / --broker); every exchange still shows who grants
         self.streams: dict[tuple[str, str], StreamModel] = {}   # (client ip:port, broker)
+        self.rng = random.Random(0)  # the models' private caches draw their session ids from it
         self._by_session: dict[tuple, StreamModel] = {}          # (host, client id, broker, session id)
-        self.total = Tally()
-        self.per_client: dict[tuple[str, str | None], Tally] = {}  # (host, client id): one client, many connections
+        # (host, client id, broker) -> sums: one add per exchange; the total, per client and per broker sums are
+        # made from these when read (folded)
+        self.tallies: dict[tuple[str, str | None, str], Tally] = {}
         # (host, client id) -> ip:port -> (first request ts, frame): orders the connections the same way whichever
         # engine split the exchanges (a min over parts, not the order the parts arrive in)
         self.addresses: dict[tuple[str, str | None], dict[str, tuple]] = {}
         self.address_sets: dict[tuple[str, str | None], set[str]] = {}  # every address (the count)
         self._counted: dict[tuple[str, str | None], int] = {}  # their counts, once release() dropped them
-        self.per_broker: dict[str, Tally] = {}
         self.spans: dict[str, list[float]] = {}   # file -> [first, last] timestamp
         self.snapshot_exchanges = 0
         self.model_errors = 0
@@ -333,7 +335,7 @@ class SavingsEstimator:
             s = model.feed(ex)
         except Exception:  # noqa: BLE001 - one odd exchange must not stop the report; start the stream afresh
             self.model_errors += 1
-            self.streams[key] = StreamModel(ex.client, ex.broker)
+            self.streams[key] = StreamModel(ex.client, ex.broker, self.rng)
             return None
         if ex.response_session_id:
             skey = (host_of(ex.client), ex.client_id, ex.broker, ex.response_session_id)
@@ -346,12 +348,11 @@ class SavingsEstimator:
         if s.category == POTENTIAL:
             pair[0] += s.saved_bytes
         pair[1] += s.actual_bytes
-        self.total.add(s)
-        ck = (pk[0], ex.client_id)
-        tally = self.per_client.get(ck)
+        tally = self.tallies.get(pk)
         if tally is None:
-            tally = self.per_client[ck] = Tally()
+            tally = self.tallies[pk] = Tally()
         tally.add(s)
+        ck = (pk[0], ex.client_id)
         every = self.address_sets.get(ck)
         if every is None:
             every = self.address_sets[ck] = set()
@@ -361,20 +362,24 @@ class SavingsEstimator:
             seen[ex.client] = (ex.ts if ex.ts is not None else float("inf"), ex.file, ex.request_frame or 0)
             if len(seen) >= 2 * JSON_LIST:
                 _keep_first(seen)
-        tally = self.per_broker.get(ex.broker)
-        if tally is None:
-            tally = self.per_broker[ex.broker] = Tally()
-        tally.add(s)
         return s
+
+    def folded(self) -> tuple[Tally, dict[tuple[str, str | None], Tally], dict[str, Tally]]:
+        """The sums in all, per client (host, client id) and per broker, from the per (client, broker) sums."""
+        total = Tally()
+        per_client: dict[tuple[str, str | None], Tally] = {}
+        per_broker: dict[str, Tally] = {}
+        for (host, client_id, broker), tally in self.tallies.items():
+            total.merge(tally)
+            per_client.setdefault((host, client_id), Tally()).merge(tally)
+            per_broker.setdefault(broker, Tally()).merge(tally)
+        return total, per_client, per_broker
 
     def merge(self, other: SavingsEstimator) -> None:
         """Fold in an estimate of other streams (state is per client stream, so per-broker estimates add up to
         the one-pass estimate). The other's per-stream models are not taken: only its results are."""
-        self.total.merge(other.total)
-        for key, tally in other.per_client.items():
-            self.per_client.setdefault(key, Tally()).merge(tally)
-        for name, tally in other.per_broker.items():
-            self.per_broker.setdefault(name, Tally()).merge(tally)
+        for names, tally in other.tallies.items():
+            self.tallies.setdefault(names, Tally()).merge(tally)
         for file, (start, end) in other.spans.items():
             span = self.spans.setdefault(file, [start, end])
             span[0], span[1] = min(span[0], start), max(span[1], end)
@@ -405,18 +410,19 @@ class SavingsEstimator:
                 return model
             if self._released and hash(skey) in self._released:
                 self.released_misses += 1
-        return StreamModel(ex.client, ex.broker)
+        return StreamModel(ex.client, ex.broker, self.rng)
 
     def result(self) -> SavingsResult:
         notes = []
-        if self.total.estimated_at_v7:
-            notes.append(f"{_count(self.total.estimated_at_v7, 'exchange')} used Fetch < v7 (no sessions): their full "
+        total, per_client, per_broker = self.folded()
+        if total.estimated_at_v7:
+            notes.append(f"{_count(total.estimated_at_v7, 'exchange')} used Fetch < v7 (no sessions): their full "
                          f"and incremental equivalents are sized at Fetch v7.")
-        if self.total.responses_missing:
-            notes.append(f"{_count(self.total.responses_missing, 'request')} without a captured response: their "
+        if total.responses_missing:
+            notes.append(f"{_count(total.responses_missing, 'request')} without a captured response: their "
                          f"response bytes are left out.")
-        if self.total.reencode_mismatches:
-            notes.append(f"{self.total.reencode_mismatches:,} of {self.total.reencode_checked:,} exchanges come out "
+        if total.reencode_mismatches:
+            notes.append(f"{total.reencode_mismatches:,} of {total.reencode_checked:,} exchanges come out "
                          f"bigger or smaller when fetchtool re-encodes them (it does not keep every field, "
                          f"e.g. tagged fields); the difference is added to both the full and the incremental "
                          f"figures, so the saving is not changed by it.")
@@ -429,7 +435,7 @@ class SavingsEstimator:
             notes.append(f"{_count(self.snapshot_exchanges, 'FetchSnapshot exchange')} are not part of the estimate "
                          f"(no sessions in KIP-630).")
         duration = sum(last - first for first, last in self.spans.values())
-        return SavingsResult(self.total, self.per_client, self.per_broker, duration or None,
+        return SavingsResult(total, per_client, per_broker, duration or None,
                              self.snapshot_exchanges, notes, frozenset(self.granting), self.addresses,
                              self._counted or {k: len(v) for k, v in self.address_sets.items()})
 

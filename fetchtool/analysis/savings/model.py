@@ -171,12 +171,14 @@ class StreamModel:
                  "noisy", "exchanges", "last_error", "full_since_incremental", "_full_cache", "simple", "any_ids",
                  "id_keys", "by_name", "_req_runs", "_resp_runs")
 
-    def __init__(self, client: str, broker: str) -> None:
+    def __init__(self, client: str, broker: str, rng: random.Random | None = None) -> None:
+        """``rng``: where the private cache draws its session ids (the estimator's, shared by its models: the id
+        is never part of a size, and seeding a generator per connection was a storm's cost)."""
         self.client, self.broker = client, broker
         self.handler = FetchSessionHandler(node_id=0)
         # A private cache: one slot per connection, never evicted, so the model session always works.
         self.manager = FetchManager(FetchSessionCache(max_slots=1, shards=1, eviction_ms=1 << 62,
-                                                      rng=random.Random(0)))
+                                                      rng=rng or random.Random(0)))
         self.wanted: dict[ClientKey, PartitionData] = {}   # what the client fetches, in its order
         # (topic, topic id, partition) of a captured row -> (client key, engine key, its state, its request)
         self.keys: dict[tuple, _Entry] = {}

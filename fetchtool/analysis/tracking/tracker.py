@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import cast
 from operator import attrgetter
 
 from fetchtool.exchange import FETCH, FETCH_SNAPSHOT, Exchange
@@ -20,7 +21,11 @@ from fetchtool.sessions.metadata import FINAL_EPOCH, INITIAL_EPOCH, FetchMetadat
 
 from fetchtool.analysis.diagnosis.occupancy import Occupancy
 from fetchtool.analysis.tracking.connections import ConnectionState
-from fetchtool.analysis.tracking.cache_events import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, TOUCH, CacheEvent
+from fetchtool.analysis.tracking.steps import StepLog
+from fetchtool.analysis.tracking.steps import append as append_step
+from fetchtool.analysis.tracking.steps import count as count_steps
+from fetchtool.analysis.tracking.steps import unpack as unpack_steps
+from fetchtool.analysis.tracking.cache_events import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, TOUCH, CacheLog
 from fetchtool.analysis.model import CLOSE as CLOSE_KIND
 from fetchtool.analysis.model import (
     ALIVE,
@@ -33,7 +38,6 @@ from fetchtool.analysis.model import (
     SNAPSHOT,
     BrokerSummary,
     ClientSummary,
-    EpochStep,
     SessionLife,
 )
 
@@ -81,7 +85,7 @@ class TrackedSession:
         "parts", "max_parts", "incremental", "errors", "last_epoch", "expected_epoch", "end", "end_reason",
         "end_frame", "end_ts", "conns", "steps", "dropped", "last_success", "last_request_ts", "recent",
         "closed_ts", "error_ts", "error_conn_changed", "uses_topic_ids", "last_conn", "versions_before",
-        "created_on_reconnect", "replica_id", "forgotten_keys",
+        "created_on_reconnect", "replica_id", "forgotten_keys", "traffic",
     )  # fmt: skip
 
     def __init__(self, broker: str, session_id: int, ex: Exchange, client_key: tuple,
@@ -108,7 +112,7 @@ class TrackedSession:
         self.end_frame: int | None = None
         self.end_ts: float | None = None
         self.conns: int | set[int] = ex.conn  # its connection ids: one id until a second one is seen (memory)
-        self.steps: list[EpochStep] = []
+        self.steps: StepLog = bytearray()  # its requests, packed (tracking.steps)
         self.dropped = 0
         self.last_success: SentRequest | None = None
         self.last_request_ts: float | None = None
@@ -122,6 +126,7 @@ class TrackedSession:
         self.created_on_reconnect = False  # created on another connection than its client's previous request
         self.replica_id = ex.replica_id
         self.forgotten_keys: set | None = None  # a session alive before the capture: partitions it forgot in it
+        self.traffic = None  # its own client's fetches in it (tracking.traffic.TrafficStats), once there are some
 
     @property
     def key(self) -> tuple[str, int]:
@@ -140,7 +145,7 @@ class TrackedSession:
             first_partitions=self.first_partitions, partitions=len(self.parts), max_partitions=self.max_parts,
             incremental_requests=self.incremental, errors=self.errors, last_epoch=self.last_epoch, end=self.end,
             end_reason=self.end_reason, end_frame=self.end_frame, end_ts=self.end_ts,
-            connections=1 if isinstance(self.conns, int) else len(self.conns), steps=tuple(self.steps), steps_dropped=self.dropped,
+            connections=1 if isinstance(self.conns, int) else len(self.conns), steps=unpack_steps(self.steps), steps_dropped=self.dropped,
             replica_id=self.replica_id,
         )  # fmt: skip
 
@@ -186,7 +191,7 @@ class TrackedBroker:
         self.refused = 0
         self.errors: Counter = Counter()
         self.granted = False  # ever shown to keep a session (grants_session)
-        self.cache_events: list[CacheEvent] = []  # what each exchange did to the broker's cache (analysis.shadow)
+        self.cache_events = CacheLog()  # what each exchange did to the broker's cache (analysis.shadow)
         self.max_live = 0  # most sessions cached at once, from the shadow cache (set when the analysis ends)
         self.occupancy: Occupancy | None = None  # its live sessions over time (analysis.diagnosis.occupancy), set with max_live
         self.connections: dict[int, ConnectionState] = {}  # by connection id (analysis.connections)
@@ -194,8 +199,7 @@ class TrackedBroker:
     def cache_event(self, t: float | None, kind: int, session_id: int, size: int, privileged: bool,
                     key=None) -> None:
         if t is not None:
-            self.cache_events.append(CacheEvent(int(t * 1000), kind, len(self.cache_events), session_id, size,
-                                                privileged, key))
+            self.cache_events.append(int(t * 1000), kind, session_id, size, privileged, key)
 
     def summary(self, sessions: list[TrackedSession]) -> BrokerSummary:
         """``sessions``: every session seen on this broker."""
@@ -482,27 +486,27 @@ class SessionTracker:
 
     @staticmethod
     def _step(s: TrackedSession, ex: Exchange, kind: str, added: int, forgotten: int) -> None:
-        if len(s.steps) >= MAX_STEPS:
+        if count_steps(s.steps) >= MAX_STEPS:
             s.dropped += 1
             return
-        s.steps.append(
-            EpochStep(
-                kind=kind, epoch=ex.session_epoch if ex.session_epoch is not None else FINAL_EPOCH, file=ex.file,
-                request_frame=ex.request_frame, response_frame=ex.response_frame, ts=ex.ts, conn=ex.conn,
-                error_code=ex.error_code, sent=ex.partitions, added=added, forgotten=forgotten,
-                returned=ex.response_partition_count,
-            )  # fmt: skip
-        )
+        s.steps = append_step(s.steps, kind, ex.session_epoch if ex.session_epoch is not None else FINAL_EPOCH,
+                              ex.file, ex.request_frame, ex.response_frame, ex.ts, ex.conn, ex.error_code,
+                              ex.partitions, added, forgotten, ex.response_partition_count)
 
     @staticmethod
     def _end(s: TrackedSession, end: str, reason: str, frame, ts) -> None:
         s.end, s.end_reason, s.end_frame, s.end_ts = end, reason, frame, ts
 
     def fed(self) -> None:
-        """Nothing more will be fed: the sessions' recent requests (evidence for the findings made while feeding)
-        are dropped before the findings' cache replay adds its own state (memory)."""
+        """Nothing more will be fed: the sessions' recent requests (evidence for the findings made while feeding),
+        and the last successful one of every session that never got a 70, are dropped before the findings'
+        cache replay adds its own state (memory)."""
         for s in self.sessions:
-            s.recent.clear()
+            if s.error_ts is None:  # its last success is read again only for a session that got a 70 (causes)
+                s.last_success = None
+            # (not cleared: an empty list per session is 56 bytes of a storm's peak; a tuple, so that feeding
+            # after this fails loudly)
+            s.recent = cast(list, _NO_RECENT)
 
     def connection_ended(self, conn: int) -> None:
         """A closed connection (decoder.DecodeRun.ended) with nothing in flight can never be one of a lost
@@ -531,6 +535,9 @@ class SessionTracker:
 _topic_id = attrgetter("topic_id")
 _id_and_partition = attrgetter("topic_id", "partition")
 _name_and_partition = attrgetter("topic", "partition")
+
+
+_NO_RECENT: tuple[()] = ()  # a session's recent requests once nothing more is fed
 
 
 def _own_parts(s: TrackedSession) -> set:

@@ -122,9 +122,11 @@ class TrafficTracker:
     Each exchange updates one cell, (client, broker, session or None), so the per-exchange cost is one lookup and
     a few counters; clients, brokers and sessions are the sums of their cells, made once at the end."""
 
-    def __init__(self, storm_refetches: int, session_brokers: dict) -> None:
-        """``session_brokers``: the SessionTracker's brokers (to find the session a full fetch created)."""
+    def __init__(self, storm_refetches: int, session_brokers: dict, sessions: list | None = None) -> None:
+        """``session_brokers``: the SessionTracker's brokers (to find the session a full fetch created);
+        ``sessions``: its list of sessions (each holds its own client's cell: see feed)."""
         self.session_brokers = session_brokers
+        self.sessions = sessions
         # (TrackedClient, broker, TrackedSession or None) -> (stats, pair); the tracker's objects hash by identity
         self.cells: dict[tuple, tuple[TrafficStats, PairTraffic]] = {}
         self.pairs: dict[tuple, PairTraffic] = {}  # (host, client id, broker)
@@ -137,12 +139,22 @@ class TrafficTracker:
         session = obs.session
         if obs.kind == FULL_CREATE:
             session = _created_session(self.session_brokers, ex)
-        b = self.session_brokers.get(ex.broker)
-        key = (obs.client, ex.broker if b is None else b.broker, session)  # the tracker's string (memory)
-        cell = self.cells.get(key)
-        if cell is None:
-            cell = self.cells[key] = self._cell(obs.client, ex.broker)
-        st, pair = cell
+        client = obs.client
+        if session is not None and self.sessions is not None and session.client_key is client.key:
+            # a session's own client: its cell is held by the session (memory: a storm has a cell per session)
+            st = session.traffic
+            if st is None:
+                st = session.traffic = TrafficStats()
+            pair = self.pairs.get(pkey := (client.host, client.client_id, session.broker))
+            if pair is None:
+                pair = self.pairs[pkey] = PairTraffic()
+        else:
+            b = self.session_brokers.get(ex.broker)
+            key = (client, ex.broker if b is None else b.broker, session)  # the tracker's string (memory)
+            cell = self.cells.get(key)
+            if cell is None:
+                cell = self.cells[key] = self._cell(client, ex.broker)
+            st, pair = cell
         st.fetches += 1
         ts = ex.ts
         wait = ex.max_wait_ms
@@ -202,16 +214,24 @@ class TrafficTracker:
         return TrafficStats(), pair
 
     # -- results: sums of cells ------------------------------------------------------------------------------
+    def _all_cells(self):
+        """(client key, broker, session or None, stats) of every cell: the sessions' own, then the others."""
+        for s in self.sessions or ():
+            if s.traffic is not None:
+                yield s.client_key, s.broker, s, s.traffic
+        for (client, broker, session), (st, _p) in self.cells.items():
+            yield client.key, broker, session, st
+
     def client_stats(self) -> dict[tuple, TrafficStats]:
         """(host, client id) -> stats, as the SessionTracker keys clients."""
         groups: dict[tuple, list] = {}
-        for (client, _b, _s), (st, _p) in self.cells.items():
-            groups.setdefault((client.host, client.client_id), []).append(st)
+        for client_key, _b, _s, st in self._all_cells():
+            groups.setdefault(client_key, []).append(st)
         return {k: merged(v) for k, v in groups.items()}
 
     def broker_stats(self) -> dict[str, TrafficStats]:
         groups: dict[str, list] = {}
-        for (_c, broker, _s), (st, _p) in self.cells.items():
+        for _c, broker, _s, st in self._all_cells():
             groups.setdefault(broker, []).append(st)
         return {k: merged(v) for k, v in groups.items()}
 
@@ -220,7 +240,7 @@ class TrafficTracker:
         # a session fetched by one client (the usual case) is its one cell: read as it is, not copied (memory)
         out: dict[int, TrafficStats] = {}
         shared: dict[int, list] = {}
-        for (_c, _b, session), (st, _p) in self.cells.items():
+        for _c, _b, session, st in self._all_cells():
             if session is not None:
                 k = id(session)
                 if k in out:
