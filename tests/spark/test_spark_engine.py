@@ -18,7 +18,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -99,7 +98,7 @@ def test_a_file_of_an_unsupported_link_type_is_named_by_both_engines(spark, tmp_
             analyze([wifi])
 
 
-def test_cli_analyze_and_decode_with_the_spark_engine(spark, tmp_path):
+def test_cli_analyze_with_the_spark_engine(spark):
     capture = CAPTURES / "kafka-python-tansu.pcap"
     runner = CliRunner()
     polars_out = runner.invoke(app, ["analyze", str(capture), "--format", "json"])
@@ -107,18 +106,6 @@ def test_cli_analyze_and_decode_with_the_spark_engine(spark, tmp_path):
                                     "--master", "local[2]"])
     assert spark_out.exit_code == 0, spark_out.output
     assert spark_out.stdout == polars_out.stdout
-
-    res = runner.invoke(app, ["decode", str(capture), "--engine", "spark", "--master", "local[2]",
-                              "--out", str(tmp_path / "spark")])
-    assert res.exit_code == 0, res.output
-    assert runner.invoke(app, ["decode", str(capture), "--out", str(tmp_path / "polars")]).exit_code == 0
-    for table in ("exchanges", "partitions"):
-        keys = ["request_frame", "conn", "correlation_id"] + (["entry", "topic", "partition"] if table == "partitions"
-                                                             else [])
-        s = pl.read_parquet(tmp_path / "spark" / f"{table}.parquet" / "*.parquet").sort(keys)
-        p = pl.read_parquet(tmp_path / "polars" / f"{table}.parquet").sort(keys)
-        assert s.height == p.height > 0
-        assert s.to_dicts() == p.to_dicts()
 
 
 def test_asking_for_spark_without_pyspark_is_a_one_line_error():
