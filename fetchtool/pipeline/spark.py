@@ -103,6 +103,18 @@ def spark_session(master: str | None = None, verbose: bool = False):
     return spark
 
 
+def stage_lines(verbose: bool = False):
+    """Progress for the CLI: each stage's line on stderr ("spark: decoded ...") when stderr is a terminal or
+    with --verbose; else None (quiet)."""
+    if not (verbose or sys.stderr.isatty()):
+        return None
+
+    def say(msg: str) -> None:
+        print(f"spark: {msg}", file=sys.stderr, flush=True)
+
+    return say
+
+
 def _tail(log) -> str:
     if log is None:
         return ""
@@ -358,10 +370,10 @@ def decode_spark(paths, out_dir: str, *, master: str | None = None, ports=None, 
     spark = spark or spark_session(master, verbose=verbose)
     d = _Decoded(spark, paths, ports, None, window, progress)
     try:
-        analysis = _analyze(spark, d, cache_slots, cache_shards, None, None, None, window, None)
+        analysis = _analyze(spark, d, cache_slots, cache_shards, None, None, None, window, progress)
         return write_datasets(spark, d, analysis, _resolve(str(out_dir)), progress)
     finally:
         d.release()
 
 
-__all__ = ["analyze_spark", "decode_spark", "spark_session", "expand_paths", "SparkUnavailable"]
+__all__ = ["analyze_spark", "decode_spark", "spark_session", "expand_paths", "stage_lines", "SparkUnavailable"]
