@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections import Counter
 import pickle
 import sys
 import tempfile
@@ -80,7 +81,9 @@ def spark_session(master: str | None = None, verbose: bool = False):
     conf = (SparkConf().setAppName("fetchtool").setMaster(master or "local[*]")
             .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
             .set("spark.driver.extraJavaOptions", java_opts).set("spark.executor.extraJavaOptions", java_opts)
-            .set("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", "")))
+            .set("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+            # stage 1's items are cached once and read once: compressing them would only cost CPU
+            .set("spark.sql.inMemoryColumnarStorage.compressed", "false"))
     if (master or "local").startswith("local"):
         conf = conf.set("spark.driver.bindAddress", "127.0.0.1").set("spark.driver.host", "127.0.0.1")
     log = None
@@ -247,7 +250,7 @@ class _Decoded:
         facts.sort(key=lambda f: f.task)
         t2 = time.perf_counter()
         say(f"decoded {sum(f.flows for f in facts):,} TCP flows, {sum(f.exchanges for f in facts):,} exchanges "
-            f"in {t2 - t1:.1f} s")
+            f"in {t2 - t1:.1f} s ({len(plans)} tasks, CPU s: {' '.join(f'{f.cpu_s:.1f}' for f in facts)})")
         if timings is not None:
             timings["files_and_counts_s"] = t1 - t0
             timings["segments_reassembly_decode_s"] = t2 - t1
@@ -279,6 +282,7 @@ class _Decoded:
         self.names = known
         self.items = decoded.filter(F.col("kind") == "item")
         self.decoded = decoded
+        self.facts = facts
         self.cores = cores
 
     def release(self) -> None:
@@ -330,6 +334,8 @@ def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: 
 def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timings, window, progress):
     import time
 
+    from pyspark.sql import functions as F
+
     from fetchtool.analysis.run import filtered, savings_filter
 
     from .spark_merge import merge
@@ -344,12 +350,21 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
     def stage(batches):
         return st.analysis_stage(conn_ids.value, names.value, last_ts, cache_slots, cache_shards, savings_of)(batches)
 
-    rows = map_in_arrow(d.items.repartition(d.cores, "broker").sortWithinPartitions("broker", *st.SORT_KEY),
+    # One partition per broker (as many as there are cores, at most): a broker is one ordered pass.
+    counts: Counter = Counter()
+    for f in d.facts:
+        counts.update(f.brokers)
+    n = max(1, min(len(counts), 4 * d.cores))
+    slots = st.broker_slots(counts, n)
+    slot = F.create_map(*[F.lit(x) for b, k in slots.items() for x in (b, k)]) if slots else F.lit(0)
+    keyed = d.items.withColumn("slot", slot[F.col("broker")] if slots else slot)
+    rows = map_in_arrow(keyed.repartition(n, "slot").sortWithinPartitions("broker", *st.SORT_KEY).drop("slot"),
                         stage, st.PART_SCHEMA).collect()
     parts = [pickle.loads(r["part"]) for r in rows]
     t2 = time.perf_counter()
     if progress:
-        progress(f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''} in {t2 - t:.1f} s")
+        progress(f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''} in {t2 - t:.1f} s (CPU s: "
+                 f"{' '.join(f'{p.cpu_s:.1f}' for p in parts)})")
     analysis = filtered(merge(parts, d.report, cache_slots, cache_shards), client, broker)
     conn_ids.unpersist()
     names.unpersist()

@@ -60,6 +60,7 @@ class BrokerPart:
     traffic: dict = field(default_factory=dict)  # (host, client id) -> TrafficStats of this broker's fetches
     partition_errors: list = field(default_factory=list)  # PartitionErrorRow (each belongs to one broker)
     kept: Kept | None = None  # the counts of the exchanges --client / --broker keep (run.Kept)
+    cpu_s: float = 0.0  # the group's CPU seconds on its executor (for the progress line)
 
 
 def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, cache_shards=None,

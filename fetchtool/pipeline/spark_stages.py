@@ -27,10 +27,11 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
+import time
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import groupby, islice
 
 from fetchtool.capture.events import ConnectionClosed
@@ -90,6 +91,8 @@ class TaskFacts:
     files: list  # FileStats of the set's files (bucket 0 only)
     exchanges: int = 0
     flows: int = 0
+    cpu_s: float = 0.0  # the task's CPU seconds (its Python worker's), for the progress line
+    brokers: Counter = field(default_factory=Counter)  # items per broker
 
 
 def _batch(columns: tuple[str, ...], types: tuple[str, ...], rows: list[tuple]):
@@ -223,6 +226,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     from fetchtool.capture.reassembly import TcpReassembler
     from fetchtool.decoder import decode_events
 
+    cpu = time.process_time()
     report = DecodeReport()
     now = [0]
     firsts: list[int] = []
@@ -284,6 +288,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     last_kept: float | None = None
     exchanges = 0
     rows: list[tuple] = []
+    brokers: Counter = Counter()
     seq = 0
     for it in decode_events(events(), plan.label, ports, report, _Names(now, learnt)):
         kept = window is None or window.keeps(it)
@@ -298,6 +303,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
         else:
             frame = it.frame
         if kept:
+            brokers[it.broker] += 1
             rows.append(("item", it.broker, plan.set_idx, frame, plan.task, it.conn, it.correlation_id, seq,
                          pickle.dumps(it, pickle.HIGHEST_PROTOCOL)))
             if len(rows) >= BATCH_ROWS:
@@ -306,7 +312,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
         seq += 1
     yield from rows
     facts = TaskFacts(plan.task, plan.set_idx, [(frame, i) for i, frame in enumerate(firsts, 1)], learnt, named,
-                      report, last, last_kept, files, exchanges, len(flows))
+                      report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers)
     yield ("facts", None, plan.set_idx, None, plan.task, None, None, None, pickle.dumps(facts, pickle.HIGHEST_PROTOCOL))
 
 
@@ -374,6 +380,42 @@ def finished_items(batches, conn_ids: dict, names: dict) -> Iterator[tuple[str, 
             yield broker, (set_idx, frame, gid, corr, seq), finish_item(pickle.loads(blob), set_idx, gid, names)
 
 
+def spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's hash() of an int column (Murmur3_x86_32.hashInt), so the driver can choose which partition of a
+    repartition(n, col) each value lands in: pmod(hash, n)."""
+    m = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & m
+
+    k1 = rotl((value & m) * 0xCC9E2D51 & m, 15) * 0x1B873593 & m
+    h1 = (rotl(seed ^ k1, 13) * 5 + 0xE6546B64) & m
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & m
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & m
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def broker_slots(counts: Counter, partitions: int) -> dict[str, int]:
+    """broker -> an int whose Spark hash puts it in its own partition of `partitions` (the biggest brokers
+    first, each to the least loaded partition), so that few brokers never share a core by accident."""
+    keys: dict[int, int] = {}  # partition -> the smallest int that hashes there
+    v = 0
+    while len(keys) < partitions:
+        keys.setdefault(spark_hash_int(v) % partitions, v)
+        v += 1
+    load = [0] * partitions
+    out = {}
+    for broker, n in sorted(counts.items(), key=lambda bn: (-bn[1], bn[0])):
+        p = min(range(partitions), key=lambda i: (load[i], i))
+        load[p] += n
+        out[broker] = keys[p]
+    return out
+
+
 # -- stage 2 ----------------------------------------------------------------------------------------------------
 PART_SCHEMA = "broker string, part binary"
 
@@ -385,9 +427,11 @@ def analysis_stage(conn_ids: dict, names: dict, last_ts: float | None, cache_slo
     def run(batches):
         items = finished_items(batches, conn_ids, names)
         # Streamed: a broker's exchanges go through the tracker one by one, never all in memory.
+        cpu = time.process_time()
         for broker, group in groupby(items, key=lambda bki: bki[0]):
             part = analyze_broker(broker, ((key, it) for _b, key, it in group), last_ts, cache_slots,
                                   cache_shards, savings_of)
+            part.cpu_s, cpu = time.process_time() - cpu, time.process_time()
             yield _batch(("broker", "part"), ("string", "binary"), [(broker, pickle.dumps(part, pickle.HIGHEST_PROTOCOL))])
 
     return run
@@ -435,8 +479,6 @@ def _plain_types(table):
 
 
 def _date(ts: float | None) -> str:
-    import time
-
     return "unknown" if ts is None else time.strftime("%Y-%m-%d", time.gmtime(ts))
 
 
