@@ -237,7 +237,7 @@ class _Decoded:
         # Stage 1: per set and flow bucket, reassembly + Kafka decode where the packets are read.
         cores = max(1, spark.sparkContext.defaultParallelism)
         buckets = max(1, min(cores, -(-cores // len(members))))  # few captures: split each by flow
-        plans = []
+        plans: list[st.TaskPlan] = []
         for s, idxs in sorted(members.items()):
             label = set_label([names[i] for i in idxs])
             for b in range(buckets):
@@ -276,9 +276,9 @@ class _Decoded:
         known: dict[str, dict[str, tuple[str, tuple[int, int]]]] = {}
         for f in facts:
             for broker, topic_id, name, frame in f.names:
-                b = known.setdefault(broker, {})
-                if topic_id not in b or (f.set_idx, frame) < b[topic_id][1]:
-                    b[topic_id] = (name, (f.set_idx, frame))
+                learnt = known.setdefault(broker, {})
+                if topic_id not in learnt or (f.set_idx, frame) < learnt[topic_id][1]:
+                    learnt[topic_id] = (name, (f.set_idx, frame))
         self.names = known
         self.items = decoded.filter(F.col("kind") == "item")
         self.decoded = decoded

@@ -149,7 +149,7 @@ def is_uri(f: str) -> bool:
         and head[0].isalpha()
 
 
-def _error_line(exc: BaseException, copy: _LocalCopy, path: str) -> str:
+def _error_line(exc: Exception, copy: _LocalCopy, path: str) -> str:
     line = unreadable_line(exc, path) if isinstance(exc, OSError) else unreadable_line(exc)
     return line.replace(copy.tmp, path) if copy.tmp else line
 

@@ -13,6 +13,11 @@ from typer.testing import CliRunner
 
 from fetchtool.cli import app
 
+try:  # DuckDB is no dependency of fetchtool: where it is installed, it reads the datasets too
+    import duckdb
+except ImportError:
+    duckdb = None
+
 pytestmark = pytest.mark.spark
 
 CAPTURES = Path(__file__).resolve().parents[2] / "captures"
@@ -62,3 +67,8 @@ def test_decode_datasets_hold_the_embedded_tables_sessions_and_findings(spark, t
                          WHERE cause = 'evicted' GROUP BY broker, capture_date""").collect()
     assert [(r.broker, str(r.capture_date), r.n) for r in rows] == [
         ("10.0.0.100:9092", "2023-11-14", sum(f["cause"] == "evicted" for f in analysis["findings"]))]
+    if duckdb is not None:
+        assert duckdb.sql(f"""SELECT broker, CAST(capture_date AS VARCHAR), count(*) FROM
+                              read_parquet('{out}/findings/**/*.parquet', hive_partitioning = true)
+                              WHERE cause = 'evicted' GROUP BY ALL""").fetchall() == [
+            (r.broker, str(r.capture_date), r.n) for r in rows]
