@@ -338,7 +338,7 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
 
     from fetchtool.analysis.run import filtered, savings_filter
 
-    from .spark_merge import merge
+    from .spark_merge import merge, merged_savings
 
     t = time.perf_counter()
     # the end of the capture the embedded engine sees: its latest exchange (inside the window)
@@ -346,32 +346,66 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
     sc = spark.sparkContext
     conn_ids, names = sc.broadcast(d.conn_ids), sc.broadcast(d.names)
     savings_of = savings_filter(client, broker)
+    # The savings first, per broker and client (most of the analysis' work, and it splits: its state is per
+    # client stream), on every core; then the per-broker pass, whose findings read the savings' per-pair sums.
+    groups: Counter = Counter()
+    for f in d.facts:
+        groups.update(f.groups)
+    n = max(1, min(len(groups), 4 * d.cores))
+    exchanges = d.items.filter(F.col("client").isNotNull())
+    if len(groups) <= 64:
+        slots = st.broker_slots(Counter({f"{b}\n{c}": k for (b, c), k in groups.items()}), n)
+        keyed = exchanges.withColumn("slot", _lookup(F.concat_ws("\n", "broker", "client"), slots))
+        spread = keyed.repartition(n, "slot").drop("slot")
+    else:
+        spread = exchanges.repartition(n, "broker", "client")
+
+    def savings_stage(batches):
+        return st.savings_stage(conn_ids.value, names.value, savings_of)(batches)
+
+    estimates = sorted(((pickle.loads(r["key"]), pickle.loads(r["part"])) for r in map_in_arrow(
+        spread.sortWithinPartitions("broker", "client", *st.SORT_KEY), savings_stage, st.SAVINGS_SCHEMA).collect()),
+        key=lambda ke: ke[0])  # merged in order of first sight, as one pass fills its dicts
+    savings = [e for _k, e in estimates]
+    per_pair = merged_savings(savings).per_pair
+    t1 = time.perf_counter()
+    if progress:
+        progress(f"estimated the savings of {len(groups):,} client{'s' if len(groups) != 1 else ''} of brokers "
+                 f"in {t1 - t:.1f} s")
 
     def stage(batches):
-        return st.analysis_stage(conn_ids.value, names.value, last_ts, cache_slots, cache_shards, savings_of)(batches)
+        return st.analysis_stage(conn_ids.value, names.value, last_ts, cache_slots, cache_shards, savings_of,
+                                 per_pair)(batches)
 
     # One partition per broker (as many as there are cores, at most): a broker is one ordered pass.
     counts: Counter = Counter()
     for f in d.facts:
         counts.update(f.brokers)
     n = max(1, min(len(counts), 4 * d.cores))
-    slots = st.broker_slots(counts, n)
-    slot = F.create_map(*[F.lit(x) for b, k in slots.items() for x in (b, k)]) if slots else F.lit(0)
-    keyed = d.items.withColumn("slot", slot[F.col("broker")] if slots else slot)
+    keyed = d.items.withColumn("slot", _lookup(F.col("broker"), st.broker_slots(counts, n)))
     rows = map_in_arrow(keyed.repartition(n, "slot").sortWithinPartitions("broker", *st.SORT_KEY).drop("slot"),
                         stage, st.PART_SCHEMA).collect()
     parts = [pickle.loads(r["part"]) for r in rows]
     t2 = time.perf_counter()
     if progress:
-        progress(f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''} in {t2 - t:.1f} s (CPU s: "
+        progress(f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''} in {t2 - t1:.1f} s (CPU s: "
                  f"{' '.join(f'{p.cpu_s:.1f}' for p in parts)})")
-    analysis = filtered(merge(parts, d.report, cache_slots, cache_shards), client, broker)
+    analysis = filtered(merge(parts, d.report, cache_slots, cache_shards, savings), client, broker)
     conn_ids.unpersist()
     names.unpersist()
     if timings is not None:
         timings["per_broker_analysis_s"] = t2 - t
         timings["driver_merge_s"] = time.perf_counter() - t2
     return analysis
+
+
+def _lookup(column, slots: dict):
+    """The slot of each row's `column` value (a literal map; 0 when there is none)."""
+    from pyspark.sql import functions as F
+
+    if not slots:
+        return F.lit(0)
+    return F.create_map(*[F.lit(x) for key, slot in slots.items() for x in (key, slot)])[column]
 
 
 def decode_spark(paths, out_dir: str, *, master: str | None = None, ports=None, spark=None,

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import groupby, islice
 
+from fetchtool.analysis.tracking.tracker import host_of
 from fetchtool.capture.events import ConnectionClosed
 from fetchtool.capture.packets import CaptureStats, iter_segments
 from fetchtool.capture.reader import CaptureError, read_records, unreadable_line
@@ -41,13 +42,14 @@ from fetchtool.exchange import Exchange
 from fetchtool.protocol.connection import OrphanResponse
 from fetchtool.protocol.report import DecodeReport
 
-# Stage 1's rows. `kind` is "item" (one Exchange / OrphanResponse) or "facts" (one per task). The sort key of an
+# Stage 1's rows. `kind` is "item" (one Exchange / OrphanResponse) or "facts" (one per task); `client` is an
+# exchange's "host|client id" (the savings are estimated per broker and client), None for an orphan response. The sort key of an
 # item is (set, frame, task, conn, corr, seq): frame is the request frame (a response's frame for an orphan),
 # conn the task-local connection id (the driver maps (task, conn) to the run-wide id), seq the order in which
 # the decoder gave it (ties of one frame, connection and correlation id).
-ITEM_COLUMNS = ("kind", "broker", "set", "frame", "task", "conn", "corr", "seq", "blob")
-ITEM_SCHEMA = ("kind string, broker string, set int, frame long, task int, conn int, corr int, seq long, "
-               "blob binary")
+ITEM_COLUMNS = ("kind", "broker", "client", "set", "frame", "task", "conn", "corr", "seq", "blob")
+ITEM_SCHEMA = ("kind string, broker string, client string, set int, frame long, task int, conn int, corr int, "
+               "seq long, blob binary")
 SORT_KEY = ("set", "frame", "task", "conn", "corr", "seq")
 BATCH_ROWS = 4096  # rows per Arrow batch a stage yields
 
@@ -93,6 +95,7 @@ class TaskFacts:
     flows: int = 0
     cpu_s: float = 0.0  # the task's CPU seconds (its Python worker's), for the progress line
     brokers: Counter = field(default_factory=Counter)  # items per broker
+    groups: Counter = field(default_factory=Counter)  # exchanges per (broker, client)
 
 
 def _batch(columns: tuple[str, ...], types: tuple[str, ...], rows: list[tuple]):
@@ -107,7 +110,7 @@ def _item_batch(rows: list[tuple]):
     import pyarrow as pa
 
     cols = list(zip(*rows))
-    types = (pa.string(), pa.string(), pa.int32(), pa.int64(), pa.int32(), pa.int32(), pa.int32(), pa.int64(),
+    types = (pa.string(), pa.string(), pa.string(), pa.int32(), pa.int64(), pa.int32(), pa.int32(), pa.int32(), pa.int64(),
              pa.binary())
     return pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(cols, types)], names=list(ITEM_COLUMNS))
 
@@ -289,6 +292,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     exchanges = 0
     rows: list[tuple] = []
     brokers: Counter = Counter()
+    groups: Counter = Counter()
     seq = 0
     for it in decode_events(events(), plan.label, ports, report, _Names(now, learnt)):
         kept = window is None or window.keeps(it)
@@ -304,7 +308,11 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
             frame = it.frame
         if kept:
             brokers[it.broker] += 1
-            rows.append(("item", it.broker, plan.set_idx, frame, plan.task, it.conn, it.correlation_id, seq,
+            client = None
+            if isinstance(it, Exchange):
+                client = f"{host_of(it.client)}|{it.client_id or ''}"
+                groups[(it.broker, client)] += 1
+            rows.append(("item", it.broker, client, plan.set_idx, frame, plan.task, it.conn, it.correlation_id, seq,
                          pickle.dumps(it, pickle.HIGHEST_PROTOCOL)))
             if len(rows) >= BATCH_ROWS:
                 yield from rows
@@ -312,8 +320,8 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
         seq += 1
     yield from rows
     facts = TaskFacts(plan.task, plan.set_idx, [(frame, i) for i, frame in enumerate(firsts, 1)], learnt, named,
-                      report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers)
-    yield ("facts", None, plan.set_idx, None, plan.task, None, None, None, pickle.dumps(facts, pickle.HIGHEST_PROTOCOL))
+                      report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers, groups)
+    yield ("facts", None, None, plan.set_idx, None, plan.task, None, None, None, pickle.dumps(facts, pickle.HIGHEST_PROTOCOL))
 
 
 def decode_stage(plans: list[TaskPlan], ports: frozenset[int] | None, window=None):
@@ -418,9 +426,43 @@ def broker_slots(counts: Counter, partitions: int) -> dict[str, int]:
 
 # -- stage 2 ----------------------------------------------------------------------------------------------------
 PART_SCHEMA = "broker string, part binary"
+SAVINGS_SCHEMA = "key binary, part binary"
 
 
-def analysis_stage(conn_ids: dict, names: dict, last_ts: float | None, cache_slots, cache_shards, savings_of):
+def savings_stage(conn_ids: dict, names: dict, savings_of):
+    """mapInArrow function: the exchange rows of (broker, client) groups (sorted by broker, client, then
+    SORT_KEY) -> per group, its first sort key and its pickled SavingsEstimator."""
+    from .spark_merge import estimate_savings
+
+    def run(batches):
+        rows = _with_client(batches, conn_ids, names)
+        for _group, group in groupby(rows, key=lambda r: r[0]):
+            first: list = []
+            savings = estimate_savings(_noting_first(group, first), savings_of)
+            yield _batch(("key", "part"), ("binary", "binary"),
+                         [(pickle.dumps(first[0]), pickle.dumps(savings, pickle.HIGHEST_PROTOCOL))])
+
+    return run
+
+
+def _noting_first(group, first: list):
+    """(key, item) of a group's rows, the first key also appended to `first`."""
+    for _g, key, it in group:
+        if not first:
+            first.append(key)
+        yield key, it
+
+
+def _with_client(batches, conn_ids: dict, names: dict):
+    """((broker, client) group, run-wide sort key, finished item)."""
+    for batch in batches:
+        clients = batch.column("client").to_pylist()
+        for (broker, key, it), client in zip(finished_items([batch], conn_ids, names), clients):
+            yield (broker, client), key, it
+
+
+def analysis_stage(conn_ids: dict, names: dict, last_ts: float | None, cache_slots, cache_shards, savings_of,
+                   per_pair: dict | None = None):
     """mapInArrow function: one broker's item rows (sorted by broker, then SORT_KEY) -> one pickled BrokerPart."""
     from .spark_merge import analyze_broker
 
@@ -430,7 +472,8 @@ def analysis_stage(conn_ids: dict, names: dict, last_ts: float | None, cache_slo
         cpu = time.process_time()
         for broker, group in groupby(items, key=lambda bki: bki[0]):
             part = analyze_broker(broker, ((key, it) for _b, key, it in group), last_ts, cache_slots,
-                                  cache_shards, savings_of)
+                                  cache_shards, savings_of,
+                                  None if per_pair is None else {k: v for k, v in per_pair.items() if k[2] == broker})
             part.cpu_s, cpu = time.process_time() - cpu, time.process_time()
             yield _batch(("broker", "part"), ("string", "binary"), [(broker, pickle.dumps(part, pickle.HIGHEST_PROTOCOL))])
 
