@@ -370,7 +370,7 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
     per_pair = merged_savings(savings).per_pair
     t1 = time.perf_counter()
     if progress:
-        progress(f"estimated the savings of {len(groups):,} client{'s' if len(groups) != 1 else ''} of brokers "
+        progress(f"estimated the savings of {len(groups):,} client-broker pair{'s' if len(groups) != 1 else ''} "
                  f"in {t1 - t:.1f} s")
 
     def stage(batches):

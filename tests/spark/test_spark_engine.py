@@ -106,6 +106,15 @@ def test_cli_analyze_with_the_spark_engine(spark):
                                     "--master", "local[2]"])
     assert spark_out.exit_code == 0, spark_out.output
     assert spark_out.stdout == polars_out.stdout
+    assert spark_out.stderr == ""  # quiet when stderr is no terminal
+
+    # --verbose: a line per stage, saying what it did
+    verbose = runner.invoke(app, ["analyze", str(capture), "--format", "json", "--engine", "spark",
+                                  "--master", "local[2]", "--verbose"])
+    assert verbose.stdout == polars_out.stdout
+    stages = [line.split(" in ")[0] for line in verbose.stderr.splitlines() if line.startswith("spark: ")]
+    assert stages == ["spark: read 1 file (1 capture)", "spark: decoded 2 TCP flows, 5 exchanges",
+                      "spark: estimated the savings of 1 client-broker pair", "spark: analysed 1 broker"]
 
 
 def test_asking_for_spark_without_pyspark_is_a_one_line_error():
