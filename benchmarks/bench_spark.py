@@ -7,7 +7,8 @@ CAPTURE (pcap or pcapng, e.g. /work/bench/bench1g.pcap) is cut into rotated sets
 `tcpdump -C` names them (cap.pcapng, cap.pcapng1, ...; made once in --workdir). For each set and engine the
 command a user types is timed from the shell: `fetchtool analyze FILES --format json` (--engine spark --master M).
 Figures:
-  wall, peak RSS        /usr/bin/time of the whole command (max RSS: its largest process, the JVM for Spark)
+  wall, CPU, peak RSS   /usr/bin/time of the whole command (CPU: user + system of the process and the children it
+                        waited for; max RSS: its largest such process)
   driver RSS            the Python driver's own peak (VmHWM at exit)
   start-up              the same command on a 0.5 MB capture: the JVM, the session and the first jobs
   MB/s per core         capture size / (wall - start-up) / cores; the embedded engine counts as one core
@@ -105,13 +106,13 @@ def rotate(capture: Path, pieces: int, out: Path) -> list[Path]:
 def run(args: list[str], env: dict, cwd: Path) -> dict:
     """One whole command from the shell: wall s, max RSS MB (/usr/bin/time), the driver's VmHWM, stdout digest."""
     with tempfile.NamedTemporaryFile() as timing:
-        proc = subprocess.run(["/usr/bin/time", "-o", timing.name, "-f", "%e %M", sys.executable, "-c", DRIVER,
+        proc = subprocess.run(["/usr/bin/time", "-o", timing.name, "-f", "%e %M %U %S", sys.executable, "-c", DRIVER,
                                *args], env=env, cwd=cwd, capture_output=True)
-        wall, rss = open(timing.name).read().split()[-2:]
+        wall, rss, user, system = open(timing.name).read().split()[-4:]
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(args[:6])}...: exit {proc.returncode}\n{proc.stderr.decode()[-2000:]}")
     hwm = [int(line.split()[1]) for line in proc.stderr.decode().splitlines() if line.startswith("driver-hwm-kb")]
-    return {"wall": float(wall), "rss": int(rss) / 1024, "driver": hwm[-1] / 1024 if hwm else float("nan"),
+    return {"wall": float(wall), "rss": int(rss) / 1024, "cpu": float(user) + float(system), "driver": hwm[-1] / 1024 if hwm else float("nan"),
             "digest": hashlib.sha256(proc.stdout).hexdigest()[:12]}
 
 
@@ -156,7 +157,7 @@ def main() -> None:
             emb = analyze(files, [], env, args.runs)
             emb_rate = size / max(emb["wall"] - tiny, 1e-9)
             print(f"\n{pieces} files: embedded {emb['wall']:6.1f} s  {emb_rate:5.1f} MB/s per core  "
-                  f"peak RSS {emb['rss']:,.0f} MB  report {emb['digest']}", flush=True)
+                  f"CPU {emb['cpu']:.0f} s  peak RSS {emb['rss']:,.0f} MB  report {emb['digest']}", flush=True)
             walls = {}
             for m, url in masters.items():
                 r = analyze(files, ["--engine", "spark", "--master", url], env, args.runs)
@@ -166,7 +167,7 @@ def main() -> None:
                 rate = size / net / cores
                 same = "== embedded" if r["digest"] == emb["digest"] else "DIFFERS from embedded"
                 print(f"  {m:10} {r['wall']:6.1f} s (start-up {start[m]:.1f} s + {net:5.1f} s)  {rate:5.1f} MB/s "
-                      f"per core = {rate / emb_rate:4.0%} of embedded  peak RSS {r['rss']:,.0f} MB  driver "
+                      f"per core = {rate / emb_rate:4.0%} of embedded  CPU {r['cpu']:.0f} s  peak RSS {r['rss']:,.0f} MB  driver "
                       f"{r['driver']:,.0f} MB  report {same}", flush=True)
             if "local[2]" in walls and "local[1]" in walls:
                 print(f"  local[2] / local[1] = {walls['local[2]'] / walls['local[1]']:.2f} (target <= 0.6)")
