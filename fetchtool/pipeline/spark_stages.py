@@ -96,6 +96,7 @@ class TaskFacts:
     cpu_s: float = 0.0  # the task's CPU seconds (its Python worker's), for the progress line
     brokers: Counter = field(default_factory=Counter)  # items per broker
     groups: Counter = field(default_factory=Counter)  # exchanges per (broker, client)
+    partition_rows: int = 0  # the partitions table's rows of the exchanges kept
 
 
 def _batch(columns: tuple[str, ...], types: tuple[str, ...], rows: list[tuple]):
@@ -293,6 +294,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     rows: list[tuple] = []
     brokers: Counter = Counter()
     groups: Counter = Counter()
+    partition_rows = 0
     seq = 0
     for it in decode_events(events(), plan.label, ports, report, _Names(now, learnt)):
         kept = window is None or window.keeps(it)
@@ -312,6 +314,8 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
             if isinstance(it, Exchange):
                 client = f"{host_of(it.client)}|{it.client_id or ''}"
                 groups[(it.broker, client)] += 1
+                partition_rows += (len(it.request_partitions) + len(it.forgotten_partitions)
+                                   + len(it.response_partitions or ()))
             rows.append(("item", it.broker, client, plan.set_idx, frame, plan.task, it.conn, it.correlation_id, seq,
                          pickle.dumps(it, pickle.HIGHEST_PROTOCOL)))
             if len(rows) >= BATCH_ROWS:
@@ -320,7 +324,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
         seq += 1
     yield from rows
     facts = TaskFacts(plan.task, plan.set_idx, [(frame, i) for i, frame in enumerate(firsts, 1)], learnt, named,
-                      report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers, groups)
+                      report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers, groups, partition_rows)
     yield ("facts", None, None, plan.set_idx, None, plan.task, None, None, None, pickle.dumps(facts, pickle.HIGHEST_PROTOCOL))
 
 

@@ -45,6 +45,7 @@ def test_decode_datasets_hold_the_embedded_tables_sessions_and_findings(spark, t
     # partitioned by the capture's date and the broker, as directories any reader takes
     assert [p.relative_to(out / "exchanges").as_posix() for p in (out / "exchanges").glob("*/*")] == [
         "capture_date=2023-11-14/broker_dir=10.0.0.100_9092"]
+    heights = {}
     for table, keys in KEYS.items():
         got = dataset(out, table)
         assert got["capture_date"].cast(pl.Utf8).unique().to_list() == ["2023-11-14"]
@@ -52,6 +53,8 @@ def test_decode_datasets_hold_the_embedded_tables_sessions_and_findings(spark, t
         expected = pl.read_parquet(tmp_path / "embedded" / f"{table}.parquet").sort(keys)
         assert got.height == expected.height > 0
         assert got.to_dicts() == expected.to_dicts()
+        heights[table] = got.height
+    assert f"wrote {heights['exchanges']} exchanges and {heights['partitions']} partition rows" in res.stderr
 
     sessions = dataset(out, "sessions").sort("created_request_frame")
     assert [(s["session_id"], s["end"]) for s in sessions.to_dicts()] == sorted(
