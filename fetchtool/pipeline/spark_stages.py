@@ -24,6 +24,7 @@ not part of a rotation is a set of one: its frames are Wireshark's and its label
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import tempfile
@@ -138,7 +139,8 @@ class _LocalCopy:
                 while chunk := src.read(1 << 22):
                     out.write(chunk)
         except Exception as exc:  # noqa: BLE001 - any filesystem failure is this file's one-line error
-            raise OSError(f"{self.path}: cannot open ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
+            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise OSError(errno.EIO, f"cannot open ({detail})") from None
         return tmp
 
     def __exit__(self, *exc) -> None:

@@ -125,3 +125,17 @@ def test_asking_for_spark_without_pyspark_is_a_one_line_error():
     assert res.returncode == 1
     assert res.stderr == "error: the Spark engine needs PySpark and Java 17+: pip install 'fetchtool[spark]'\n"
     assert res.stdout == ""
+
+
+def test_uris_are_passed_as_given(spark):
+    """file: URIs name local files; other URIs (hdfs:, s3a:) reach the executors as given, which copy the file
+    through pyarrow's filesystems before reading it (shown here with a file:// URI, the one this machine has)."""
+    from fetchtool.pipeline.spark_stages import count_packets
+
+    capture = CAPTURES / "scenarios" / "healthy.pcap"
+    assert render(analyze_spark([f"file://{capture}"], spark=spark)) == render(analyze_capture([capture]))
+    local = count_packets(0, str(capture))
+    assert local[1] > 0
+    assert count_packets(0, f"file://{capture}") == local
+    missing = count_packets(0, f"file://{capture}.missing")
+    assert missing[1] == 0 and missing[4].startswith(f"file://{capture}.missing: cannot open")
