@@ -1,66 +1,182 @@
-"""Spark engine vs polars engine on a directory of captures: wall time, where the time goes, same report or not.
+"""The Spark engine against the embedded one, whole commands from the shell, side by side in one run.
 
-    python benchmarks/bench_spark.py DIR [--masters local[1] local[2]] [--no-polars]
+    python benchmarks/bench_spark.py CAPTURE [--pieces 10 40] [--masters local[2] local[1] standalone]
+                                             [--workdir /tmp/bench-spark] [--runs 1]
 
-DIR: capture files (e.g. made with benchmarks/make_bench_capture.py with several --seed values). For each Spark
-master the session start-up is timed apart from the analysis, and the analysis is split by stage:
-  files_and_counts_s            stage 0: list files, count packets per file (frame offsets, rotated sets)
-  segments_reassembly_decode_s  stages 1-2: segments per file, shuffle by flow, reassembly + Kafka decode per flow
-  per_broker_analysis_s         stage 3: shuffle by broker, tracker + findings + savings per broker
-  driver_merge_s                merging the per-broker parts on the driver
-The polars engine is `analyze_capture` (one process, streaming). Reports are compared as JSON.
+CAPTURE (pcap or pcapng, e.g. /work/bench/bench1g.pcap) is cut into rotated sets of 10 and 40 files, named as
+`tcpdump -C` names them (cap.pcapng, cap.pcapng1, ...; made once in --workdir). For each set and engine the
+command a user types is timed from the shell: `fetchtool analyze FILES --format json` (--engine spark --master M).
+Figures:
+  wall, CPU, peak RSS   /usr/bin/time of the whole command (CPU: user + system of the process and the children it
+                        waited for; max RSS: its largest such process)
+  driver RSS            the Python driver's own peak (VmHWM at exit)
+  start-up              the same command on a 0.5 MB capture: the JVM, the session and the first jobs
+  MB/s per core         capture size / (wall - start-up) / cores; the embedded engine counts as one core
+Targets (issue #20): Spark local[2] per core >= 50% of the embedded engine's; local[2] <= 0.6x local[1];
+the standalone cluster (a master and two one-core workers on 127.0.0.1) within 20% of local[2]; the driver's
+peak RSS flat from 10 to 40 files. Every report is compared with the embedded engine's (byte for byte).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import hashlib
 import os
-import resource
+import shutil
+import statistics
+import struct
+import subprocess
 import sys
-import time
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "captures" / "kafka-python-tansu.pcap"
+DRIVER = ("import atexit, sys\n"
+          "def hwm():\n"
+          "    for line in open('/proc/self/status'):\n"
+          "        if line.startswith('VmHWM'): sys.stderr.write('driver-hwm-kb ' + line.split()[1] + '\\n')\n"
+          "atexit.register(hwm)\n"
+          "from fetchtool.__main__ import main\n"
+          "sys.argv[0] = 'fetchtool'\n"
+          "main()\n")
+
+
+# -- rotated sets -------------------------------------------------------------------------------------------------
+def _pcap_records(fh):
+    header = fh.read(24)
+    fmt = "<I" if header[:4] == b"\xd4\xc3\xb2\xa1" or header[:4] == b"\x4d\x3c\xb2\xa1" else ">I"
+    yield header, True
+    while rec := fh.read(16):
+        caplen = struct.unpack(fmt, rec[8:12])[0]
+        yield rec + fh.read(caplen), False
+
+
+def _pcapng_blocks(fh):
+    """(block bytes, part of every piece's header?) — SHB and IDBs head every piece; packets are cut."""
+    order = "<"
+    seen_packet = False
+    while head := fh.read(8):
+        btype, blen = struct.unpack(order + "II", head)
+        if btype == 0x0A0D0D0A:
+            magic = fh.read(4)
+            order = "<" if magic == b"\x4d\x3c\x2b\x1a" else ">"
+            blen = struct.unpack(order + "I", head[4:])[0]
+            body = magic + fh.read(blen - 12)
+        else:
+            body = fh.read(blen - 8)
+        is_packet = btype in (3, 6)
+        seen_packet = seen_packet or is_packet
+        yield head + body, not seen_packet and not is_packet
+
+
+def rotate(capture: Path, pieces: int, out: Path) -> list[Path]:
+    """CAPTURE cut into `pieces` files of about equal size, named as tcpdump -C names them."""
+    out.mkdir(parents=True, exist_ok=True)
+    names = [out / (capture.name + (str(i) if i else "")) for i in range(pieces)]
+    stamp = out / ".complete"
+    if stamp.exists():
+        return names
+    size = capture.stat().st_size
+    with open(capture, "rb") as fh:
+        ng = fh.read(4) == b"\x0a\x0d\x0d\x0a"
+        fh.seek(0)
+        blocks = _pcapng_blocks(fh) if ng else _pcap_records(fh)
+        header = b""
+        i, written, dst = 0, 0, None
+        for data, is_header in blocks:
+            if is_header:
+                header += data
+                continue
+            if dst is None or (written >= (i + 1) * size / pieces and i + 1 < pieces):
+                if dst is not None:
+                    dst.close()
+                    i += 1
+                dst = open(names[i], "wb")
+                dst.write(header)
+            dst.write(data)
+            written += len(data)
+        if dst is not None:
+            dst.close()
+    stamp.touch()
+    return names
+
+
+# -- whole commands -----------------------------------------------------------------------------------------------
+def run(args: list[str], env: dict, cwd: Path) -> dict:
+    """One whole command from the shell: wall s, max RSS MB (/usr/bin/time), the driver's VmHWM, stdout digest."""
+    with tempfile.NamedTemporaryFile() as timing:
+        proc = subprocess.run(["/usr/bin/time", "-o", timing.name, "-f", "%e %M %U %S", sys.executable, "-c", DRIVER,
+                               *args], env=env, cwd=cwd, capture_output=True)
+        wall, rss, user, system = open(timing.name).read().split()[-4:]
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args[:6])}...: exit {proc.returncode}\n{proc.stderr.decode()[-2000:]}")
+    hwm = [int(line.split()[1]) for line in proc.stderr.decode().splitlines() if line.startswith("driver-hwm-kb")]
+    return {"wall": float(wall), "rss": int(rss) / 1024, "cpu": float(user) + float(system), "driver": hwm[-1] / 1024 if hwm else float("nan"),
+            "digest": hashlib.sha256(proc.stdout).hexdigest()[:12]}
+
+
+def analyze(files: list[Path], engine: list[str], env: dict, runs: int) -> dict:
+    results = [run(["analyze", "--format", "json", *engine, *map(str, files)], env, ROOT) for _ in range(runs)]
+    best = min(results, key=lambda r: r["wall"])
+    best["median"] = statistics.median(r["wall"] for r in results)
+    return best
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
-    ap.add_argument("--masters", nargs="+", default=["local[1]", "local[2]"])
-    ap.add_argument("--no-polars", action="store_true")
+    ap.add_argument("capture", type=Path)
+    ap.add_argument("--pieces", type=int, nargs="+", default=[10, 40])
+    ap.add_argument("--masters", nargs="+", default=["local[2]", "local[1]", "standalone"])
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-spark")
+    ap.add_argument("--runs", type=int, default=1)
     args = ap.parse_args()
 
-    from fetchtool.pipeline.spark import analyze_spark, expand_paths, spark_session
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    cluster = None
+    if "standalone" in args.masters:
+        sys.path.insert(0, str(ROOT))
+        from fetchtool.pipeline.spark_cluster import StandaloneCluster
 
-    files = expand_paths([args.dir])
-    size = sum(os.path.getsize(f) for f in files)
-    print(f"{len(files)} files, {size / 1e6:,.0f} MB in {args.dir}; {os.cpu_count()} cores", flush=True)
-    reports = {}
-    if not args.no_polars:
-        from fetchtool.analysis.run import analyze_capture
-
-        t = time.perf_counter()
-        a = analyze_capture(files)
-        wall = time.perf_counter() - t
-        reports["polars"] = json.loads(json.dumps(a.to_json()))
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"polars: {wall:6.1f} s  ({size / 1e6 / wall:,.0f} MB/s; {a.capture.exchanges:,} exchanges; "
-              f"peak RSS {rss:,.0f} MB)", flush=True)
-    for master in args.masters:
-        t = time.perf_counter()
-        spark = spark_session(master)
-        start = time.perf_counter() - t
-        timings: dict = {}
-        t = time.perf_counter()
-        a = analyze_spark(files, spark=spark, timings=timings)
-        wall = time.perf_counter() - t
-        reports[master] = json.loads(json.dumps(a.to_json()))
-        same = "" if "polars" not in reports else (
-            "  report == polars" if reports[master] == reports["polars"] else "  REPORT DIFFERS from polars")
-        stages = "  ".join(f"{k} {v:.1f}" for k, v in timings.items())
-        print(f"spark {spark.sparkContext.master} (parallelism {spark.sparkContext.defaultParallelism}): start "
-              f"{start:.1f} s (JVM reused after the first) + analysis {wall:6.1f} s ({size / 1e6 / wall:,.0f} MB/s){same}\n"
-              f"    {stages}", flush=True)
-        spark.stop()
-        time.sleep(2)
+        cluster = StandaloneCluster(Path(tempfile.mkdtemp(prefix="bench-spark-cluster-")))
+    try:
+        if cluster is not None:
+            cluster.start(workers=2, cores=1, memory="1g")
+            cluster.wait_for_workers(2)
+        masters = {m: (cluster.url if m == "standalone" and cluster else m) for m in args.masters}
+        size = args.capture.stat().st_size / 1e6
+        print(f"{args.capture} ({size:,.0f} MB); {os.cpu_count()} cores; best of {args.runs}", flush=True)
+        start = {m: analyze([TINY], ["--engine", "spark", "--master", url], env, max(2, args.runs))["wall"]
+                 for m, url in masters.items()}
+        tiny = analyze([TINY], [], env, 1)["wall"]
+        print("start-up (the same command on a 0.5 MB capture): embedded "
+              f"{tiny:.1f} s; " + "; ".join(f"{m} {s:.1f} s" for m, s in start.items()), flush=True)
+        for pieces in args.pieces:
+            files = rotate(args.capture, pieces, args.workdir / f"{args.capture.name}-{pieces}")
+            emb = analyze(files, [], env, args.runs)
+            emb_rate = size / max(emb["wall"] - tiny, 1e-9)
+            print(f"\n{pieces} files: embedded {emb['wall']:6.1f} s  {emb_rate:5.1f} MB/s per core  "
+                  f"CPU {emb['cpu']:.0f} s  peak RSS {emb['rss']:,.0f} MB  report {emb['digest']}", flush=True)
+            walls = {}
+            for m, url in masters.items():
+                r = analyze(files, ["--engine", "spark", "--master", url], env, args.runs)
+                cores = 2 if m in ("local[2]", "standalone") else 1
+                net = max(r["wall"] - start[m], 1e-9)
+                walls[m] = net
+                rate = size / net / cores
+                same = "== embedded" if r["digest"] == emb["digest"] else "DIFFERS from embedded"
+                print(f"  {m:10} {r['wall']:6.1f} s (start-up {start[m]:.1f} s + {net:5.1f} s)  {rate:5.1f} MB/s "
+                      f"per core = {rate / emb_rate:4.0%} of embedded  CPU {r['cpu']:.0f} s  peak RSS {r['rss']:,.0f} MB  driver "
+                      f"{r['driver']:,.0f} MB  report {same}", flush=True)
+            if "local[2]" in walls and "local[1]" in walls:
+                print(f"  local[2] / local[1] = {walls['local[2]'] / walls['local[1]']:.2f} (target <= 0.6)")
+            if "local[2]" in walls and "standalone" in walls:
+                print(f"  standalone / local[2] = {walls['standalone'] / walls['local[2]']:.2f} (target <= 1.2)")
+    finally:
+        if cluster is not None:
+            cluster.stop()
+            shutil.rmtree(cluster.root, ignore_errors=True)
 
 
 if __name__ == "__main__":

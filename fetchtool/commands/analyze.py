@@ -24,7 +24,7 @@ FORMATS = ("table", "json", "markdown", "html")
 
 def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, broker=None, engine: str = "polars",
          master=None, eviction_ms: int | None = None, window: TimeWindow | None = None,
-         tap=None, sessions: int | None = SESSIONS_LISTED) -> tuple[Analysis, Reading]:
+         tap=None, sessions: int | None = SESSIONS_LISTED, verbose: bool = False) -> tuple[Analysis, Reading]:
     """The analysis of the captures inside ``window``, kept to ``client`` / ``broker`` if given, with the
     decode's warnings on stderr, and the Reading that made it (finish() it once the report is out); or exit
     with a one-line error: nothing could be read (1), no Fetch exchange in it (reading.NO_TRAFFIC). ``tap``:
@@ -51,12 +51,13 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
     reading = Reading(captures, ports, window)
     try:
         if engine == "spark":  # the same analysis as Spark stages (fetchtool.pipeline.spark)
-            from fetchtool.pipeline.spark import SparkUnavailable, analyze_spark
+            from fetchtool.pipeline.spark import SparkUnavailable, analyze_spark, stage_lines
 
             try:
                 analysis = bounded(analyze_spark(paths, master=master, ports=ports or None, cache_slots=cache_slots,
                                                  cache_shards=cache_shards, client=client, broker=broker,
-                                                 window=window), sessions)
+                                                 window=window, verbose=verbose, progress=stage_lines(verbose)),
+                                   sessions)
             except SparkUnavailable as exc:
                 fail(str(exc))
         else:
@@ -164,6 +165,7 @@ def main(
     until: Optional[str] = until_option(),
     width: Optional[int] = width_option(),
     sessions: Optional[str] = sessions_option(),
+    verbose: bool = typer.Option(False, "--verbose", help="with --engine spark: Spark's own log on stderr"),
 ) -> None:
     from fetchtool.commands.output import bad_option, check_choice, report_console
     from fetchtool.commands.window import time_window
@@ -175,6 +177,6 @@ def main(
         bad_option("--master needs --engine spark")
     report_console(width=width)  # a bad --width fails before the capture is read
     analysis, reading = load(capture, port, cache_slots, cache_shards, client, broker, engine, master, eviction_ms,
-                             time_window(since, until, capture), sessions=limit)
+                             time_window(since, until, capture), sessions=limit, verbose=verbose)
     render(analysis, format, output, width, reading.interrupted)
     reading.finish()

@@ -43,6 +43,7 @@ def main(
     since: str | None = since_option(),
     until: str | None = until_option(),
     width: int | None = width_option(),
+    verbose: bool = typer.Option(False, "--verbose", help="with --engine spark: Spark's own log on stderr."),
 ) -> None:
     import json
 
@@ -58,7 +59,7 @@ def main(
     report_console(width=width)  # a bad --width fails before the capture is read
     window = time_window(since, until, captures)
     if engine == "spark":
-        return _decode_on_spark(captures, out, format, port, master, err, window)
+        return _decode_on_spark(captures, out, format, port, master, err, window, verbose)
     if master:
         bad_option("--master needs --engine spark")
     if format is None and out is None:
@@ -108,18 +109,20 @@ def main(
 
 
 def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | None, ports: list[int] | None,
-                     master: str | None, err: Console, window: TimeWindow) -> None:
-    """--engine spark: the same two tables, written by Spark as Parquet datasets (directories)."""
+                     master: str | None, err: Console, window: TimeWindow, verbose: bool = False) -> None:
+    """--engine spark: the exchanges, partitions, sessions and findings datasets (Parquet directories
+    partitioned by capture date and broker: fetchtool.pipeline.spark_datasets)."""
     from fetchtool.commands.output import bad_option, fail
     from fetchtool.commands.reading import Reading
     from fetchtool.decoder import CaptureError
-    from fetchtool.pipeline.spark import SparkUnavailable, decode_spark
+    from fetchtool.pipeline.spark import SparkUnavailable, decode_spark, stage_lines
 
     if out is None or format is not None:
         bad_option("--engine spark writes the exchanges and partitions tables as Parquet: give --out DIR "
                    "(and no --format)")
     try:
-        rep = decode_spark([str(p) for p in captures], str(out), master=master, ports=ports or None, window=window)
+        rep = decode_spark([str(p) for p in captures], str(out), master=master, ports=ports or None, window=window,
+                           verbose=verbose, progress=stage_lines(verbose))
     except (SparkUnavailable, CaptureError) as exc:
         fail(str(exc))
     for line in rep.lines():

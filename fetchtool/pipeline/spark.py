@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import glob
 import os
-import re
-import sys
 from collections import Counter
-from itertools import groupby
+import pickle
+import sys
+import tempfile
 from pathlib import Path
 
-from fetchtool.capture.packets import CaptureStats
 from fetchtool.capture.reader import CaptureError
 from fetchtool.capture.rotation import natural_key, rotated_sets, set_label
 from fetchtool.protocol.report import DecodeReport
@@ -35,8 +34,39 @@ class SparkUnavailable(RuntimeError):
     """PySpark (or Java) is missing: the message is one line saying what to install."""
 
 
-def spark_session(master: str | None = None):
-    """The active SparkSession, or a new one on `master` (default local[*])."""
+# Spark's own logging, quiet: errors only, and those of Spark's internals not at all unless --verbose (the
+# engine says what failed in one line). Written to a file because log4j2 reads its configuration before any
+# Spark setting applies.
+_LOG4J = """status = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %%d{HH:mm:ss} %%p %%c{1}: %%m%%n%%ex
+rootLogger.level = %s
+rootLogger.appenderRef.stderr.ref = console
+"""
+
+
+def _log_config(verbose: bool) -> str:
+    path = os.path.join(tempfile.gettempdir(), f"fetchtool-spark-log4j2-{'verbose' if verbose else 'quiet'}.properties")
+    text = _LOG4J % ("warn" if verbose else "off")
+    try:
+        with open(path) as fh:
+            if fh.read() == text:
+                return path
+    except OSError:
+        pass
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+def spark_session(master: str | None = None, verbose: bool = False):
+    """The active SparkSession (reused by every stage and command of this process), or a new one on `master`
+    (default local[*]), started quietly: nothing from the JVM or log4j on stderr unless ``verbose``."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -45,37 +75,101 @@ def spark_session(master: str | None = None):
     if active is not None and (master is None or active.sparkContext.master == master):
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this interpreter's fetchtool
-    builder = (SparkSession.builder.appName("fetchtool").master(master or "local[*]")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false"))
+    from pyspark import SparkConf
+
+    java_opts = f"-Dlog4j2.configurationFile=file:{_log_config(verbose)}"
+    conf = (SparkConf().setAppName("fetchtool").setMaster(master or "local[*]")
+            .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
+            .set("spark.driver.extraJavaOptions", java_opts).set("spark.executor.extraJavaOptions", java_opts)
+            .set("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+            # stage 1's items are cached once and read once: compressing them would only cost CPU
+            .set("spark.sql.inMemoryColumnarStorage.compressed", "false"))
     if (master or "local").startswith("local"):
-        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+        conf = conf.set("spark.driver.bindAddress", "127.0.0.1").set("spark.driver.host", "127.0.0.1")
+    log = None
     try:
-        spark = builder.getOrCreate()
+        from pyspark import SparkContext
+
+        if SparkContext._gateway is None:  # the JVM: started once a process, its own stderr kept aside
+            from pyspark.java_gateway import launch_gateway
+
+            log = None if verbose else tempfile.TemporaryFile()
+            SparkContext._gateway = launch_gateway(conf, None if log is None else {"stderr": log})
+            SparkContext._jvm = SparkContext._gateway.jvm
+        spark = SparkSession.builder.config(conf=conf).getOrCreate()
     except Exception as exc:  # noqa: BLE001 - e.g. no Java: one line, not a JVM stack trace
-        text = str(exc).strip().splitlines()
+        text = [line for line in (str(exc) + "\n" + _tail(log)).strip().splitlines() if line.strip()]
         raise SparkUnavailable(f"could not start Spark ({text[0] if text else type(exc).__name__}); "
                                f"{INSTALL_HINT}") from None
-    spark.sparkContext.setLogLevel("ERROR")
+    if not verbose:
+        spark.sparkContext.setLogLevel("OFF")
     return spark
 
 
+def stage_lines(verbose: bool = False):
+    """Progress for the CLI: each stage's line on stderr ("spark: decoded ...") when stderr is a terminal or
+    with --verbose; else None (quiet)."""
+    if not (verbose or sys.stderr.isatty()):
+        return None
+
+    def say(msg: str) -> None:
+        print(f"spark: {msg}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def _tail(log) -> str:
+    if log is None:
+        return ""
+    log.seek(0)
+    return log.read().decode(errors="replace")[-2000:]
+
+
+def map_in_arrow(df, func, schema: str):
+    """df.mapInArrow(func, schema), without the pandas check PySpark makes first (Arrow-only stages need no
+    pandas; fetchtool[spark] does not install it)."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql.udf import _create_udf
+    from pyspark.util import PythonEvalType
+
+    udf = _create_udf(func, schema, PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+    column = udf(*[df[c] for c in df.columns])
+    return DataFrame(df._jdf.mapInArrow(column._jc, False, None), df.sparkSession)
+
+
 def expand_paths(paths, spark=None) -> list[str]:
-    """Files, directories and globs -> capture files in natural name order. URIs (hdfs://, s3a://, ...) are
-    listed through the Spark installation's Hadoop filesystems."""
+    return _expand(paths, spark)[0]
+
+
+def _expand(paths, spark=None) -> tuple[list[str], dict[str, str]]:
+    """Files, directories and globs -> capture files in natural name order, local ones as absolute paths (the
+    executors do not run in this directory). URIs (hdfs://, s3a://, ...) are listed through the Spark
+    installation's Hadoop filesystems and passed on as they are. Also: absolute path -> the path as given, for
+    the files named one by one (messages name them as the user did)."""
     out: list[str] = []
+    given: dict[str, str] = {}
     for p in map(str, paths):
-        if "://" in p and not p.startswith("file://"):
+        if st.is_uri(p) and not p.startswith("file:"):
             out.extend(_hadoop_list(p, spark))
             continue
-        p = p.removeprefix("file://")
+        original = p
+        p = _resolve(_local(p))
         if os.path.isdir(p):
             out.extend(str(f) for f in Path(p).rglob("*") if f.is_file() and not f.name.startswith("."))
         elif glob.has_magic(p):
             out.extend(f for f in glob.glob(p) if os.path.isfile(f))
         else:
             out.append(p)  # a missing file is reported like the polars engine does (unreadable_file)
+            given[p] = original
     seen = dict.fromkeys(out)
-    return sorted(seen, key=natural_key)
+    return sorted(seen, key=natural_key), given
+
+
+def _local(p: str) -> str:
+    """file:/x, file:///x -> /x."""
+    if p.startswith("file://"):
+        return p[len("file://"):]
+    return p.removeprefix("file:")
 
 
 def _hadoop_list(uri: str, spark) -> list[str]:
@@ -96,132 +190,118 @@ def _hadoop_list(uri: str, spark) -> list[str]:
     return [f.removeprefix("file:") if f.startswith("file:/") and not f.startswith("file://") else f for f in files]
 
 
-def _is_uri(f: str) -> bool:
-    return re.match(r"[a-zA-Z][a-zA-Z0-9+.-]+:", f) is not None
-
-
-def _sources(sc, files: list[str]):
-    """RDD of (file index, path, bytes or None): local files are read by the executors from their path."""
-    remote = [i for i, f in enumerate(files) if _is_uri(f)]
-    local = [(i, f, None) for i, f in enumerate(files) if not _is_uri(f)]
-    rdd = sc.parallelize(local, max(1, len(local))) if local else None
-    if remote:
-        index = {files[i]: i for i in remote}
-        by_name = {os.path.basename(files[i]): i for i in remote}
-        blobs = sc.binaryFiles(",".join(files[i] for i in remote), len(remote)).map(
-            lambda pd: (index.get(pd[0], by_name.get(os.path.basename(pd[0]))), pd[0], bytes(pd[1])))
-        rdd = blobs if rdd is None else rdd.union(blobs)
-    return rdd
+def _resolve(p: str) -> str:
+    """A path as the executors must see it: relative paths are resolved here, on the driver (executors run in
+    their workers' directories); URIs (file:, hdfs:, s3a:, ...) are passed as given."""
+    if st.is_uri(p):
+        return p
+    return os.path.abspath(os.path.expanduser(p))
 
 
 class _Decoded:
-    """Stages 0-2 and the run-wide numbering: `items` is an RDD of (broker, sort key, item)."""
+    """Stages 0-1 and the run-wide numbering: `items` is the DataFrame of stage 1's item rows (cached)."""
 
-    def __init__(self, spark, paths, ports, timings: dict | None = None):
+    def __init__(self, spark, paths, ports, timings: dict | None = None, window=None, progress=None):
         import time
 
-        t0 = time.perf_counter()
         from pyspark import StorageLevel
-        from pyspark.rdd import portable_hash
+        from pyspark.sql import functions as F
 
-        sc = spark.sparkContext
-        files = expand_paths(paths, spark)
+        say = progress or (lambda _msg: None)
+        t0 = time.perf_counter()
+        files, given = _expand(paths, spark)
         if not files:
             raise CaptureError("no capture files found in " + ", ".join(map(str, paths)))
-        src = _sources(sc, files)
-        if any(_is_uri(f) for f in files):
-            src = src.persist(StorageLevel.MEMORY_AND_DISK)
         # Stage 0: packet counts and time spans -> rotated sets and each file's frame offset in its set.
-        counts = sorted(src.map(lambda r: st.count_packets(*r)).collect())
+        n_files = len(files)
+        counts = sorted(tuple(r) for r in map_in_arrow(spark.range(0, n_files, 1, n_files),
+                                                          st.count_stage(files), st.COUNT_SCHEMA).collect())
         sets = rotated_sets(files, {i: (first, last) for i, _n, first, last, _e in counts})
         names = [os.path.basename(f.rstrip("/")) for f in files]
         offsets: dict[int, int] = {}
         ends: dict[int, tuple[int, float]] = {}  # set -> (last frame, last ts)
-        members: dict[int, list[str]] = {}
+        members: dict[int, list[int]] = {}
         errors: list[tuple[int, str, int]] = []
         for idx, packets, _first, last_ts, error in counts:
             s = sets[idx]
             frame, ts = ends.get(s, (0, 0.0))
             offsets[idx] = frame
             ends[s] = (frame + packets, max(ts, last_ts) if last_ts is not None else ts)
-            members.setdefault(s, []).append(names[idx])
+            members.setdefault(s, []).append(idx)
             if error:
-                errors.append((idx, error, packets))
-        labels = {s: set_label(m) for s, m in members.items()}
-        self.labels = labels
-        ports = None if ports is None else frozenset(int(p) for p in ports)
-        n = max(2, sc.defaultParallelism * 2)
-
+                errors.append((idx, error.replace(files[idx], given.get(files[idx], files[idx])), packets))
         t1 = time.perf_counter()
-        # Stage 1 (per file) and 2 (per flow, in frame order across files).
-        def flow_key(kv):
-            key, row = kv
-            return (key, row[0]), row
+        say(f"read {n_files:,} file{'s' if n_files != 1 else ''} ({len(members):,} capture"
+            f"{'s' if len(members) != 1 else ''}) in {t1 - t0:.1f} s")
 
-        segments = src.flatMap(lambda r: st.file_segments(r[0], r[1], offsets[r[0]], sets[r[0]], r[2])).map(flow_key)
-        ordered = segments.repartitionAndSortWithinPartitions(n, partitionFunc=lambda k: portable_hash(k[0]))
-        decoded = ordered.mapPartitions(lambda rows: st.decode_flows(rows, labels, ports, ends))
-        decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
-        small = decoded.filter(lambda r: r[0] != "item").collect()
+        # Stage 1: per set and flow bucket, reassembly + Kafka decode where the packets are read.
+        cores = max(1, spark.sparkContext.defaultParallelism)
+        buckets = max(1, min(cores, -(-cores // len(members))))  # few captures: split each by flow
+        plans: list[st.TaskPlan] = []
+        for s, idxs in sorted(members.items()):
+            label = set_label([names[i] for i in idxs])
+            for b in range(buckets):
+                plans.append(st.TaskPlan(len(plans), s, b, buckets, tuple((i, files[i], offsets[i]) for i in idxs),
+                                         label, *ends[s]))
+        ports = None if ports is None else frozenset(int(p) for p in ports)
+        decoded = map_in_arrow(spark.range(0, len(plans), 1, len(plans)), st.decode_stage(plans, ports, window),
+                               st.ITEM_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+        facts = [pickle.loads(r[0]) for r in decoded.filter(F.col("kind") == "facts").select("blob").collect()]
+        facts.sort(key=lambda f: f.task)
+        t2 = time.perf_counter()
+        say(f"decoded {sum(f.flows for f in facts):,} TCP flows, {sum(f.exchanges for f in facts):,} exchanges "
+            f"in {t2 - t1:.1f} s ({len(plans)} tasks, CPU s: {' '.join(f'{f.cpu_s:.1f}' for f in facts)})")
         if timings is not None:
             timings["files_and_counts_s"] = t1 - t0
-            timings["segments_reassembly_decode_s"] = time.perf_counter() - t1
-        stats = {idx: (CaptureStats(packets=packets, bytes=nbytes, tcp_segments=segments, skipped_non_tcp=other,
-                                   warnings=Counter(warnings)), error)
-                 for _t, idx, packets, nbytes, segments, other, warnings, error in (r for r in small if r[0] == "stats")}
+            timings["segments_reassembly_decode_s"] = t2 - t1
+        stats = st.file_stats(facts)
         seen = {idx for idx, _e, _n in errors}
-        errors.extend((idx, error, fs.packets) for idx, (fs, error) in stats.items() if error and idx not in seen)
-        self.report = _report(names, small, stats, errors)
-        self.last_ts = max((r[2] for r in small if r[0] == "report" and r[2] is not None), default=None)
+        errors.extend((idx, fs.error.replace(files[idx], given.get(files[idx], files[idx])), fs.stats.packets)
+                      for idx, fs in stats.items() if fs.error and idx not in seen)
+        self.report = _report(names, facts, stats, errors)
+        self.last_ts = max((f.last_ts for f in facts if f.last_ts is not None), default=None)
+        self.last_kept_ts = max((f.last_kept_ts for f in facts if f.last_kept_ts is not None), default=None)
         # A file is read as fetchtool.decoder.DecodeRun decides: a packet of it decoded, or a clean empty capture.
         failed = {idx for idx, _e, _n in errors}
-        if not any(fs.decoded_any or (idx not in failed and not fs.gave_nothing) for idx, (fs, _e) in stats.items()):
+        if not any(fs.stats.decoded_any or (idx not in failed and not fs.stats.gave_nothing)
+                   for idx, fs in stats.items()):
             msgs = [e for _i, e, _n in sorted(errors)] + [
-                fs.nothing_read(names[idx]) for idx, (fs, _e) in sorted(stats.items()) if idx not in failed]
+                fs.stats.nothing_read(names[idx]) for idx, fs in sorted(stats.items()) if idx not in failed]
+            decoded.unpersist()
             raise CaptureError(msgs[0] if len(msgs) == 1 else f"{msgs[0]} (and {len(msgs) - 1} more)")
-        conn_ids = {(flow, local): gid for gid, (_f, flow, local) in
-                    enumerate(sorted((r[1], r[2], r[3]) for r in small if r[0] == "conn"), 1)}
-        known: dict[str, dict[str, tuple[str, int]]] = {}
-        for _t, broker, topic_id, name, frame in (r for r in small if r[0] == "name"):
-            b = known.setdefault(broker, {})
-            if topic_id not in b or frame < b[topic_id][1]:
-                b[topic_id] = (name, frame)
-        cb, kb = sc.broadcast(conn_ids), sc.broadcast(known)
-        self.items = decoded.filter(lambda r: r[0] == "item").map(
-            lambda r: st.finish_item(r, cb.value, kb.value))
-        self.partitions = n
-        self._persisted = [decoded, src]
-
-    def keep(self, window) -> None:
-        """Only the items inside a time window (--since / --until)."""
-        self.items = self.items.filter(lambda bki: window.keeps(bki[2]))
+        # Run-wide connection ids: in order of each connection's first stream event, as one sequential decode.
+        self.conn_ids = {(task, local): gid for gid, (_s, _f, task, local) in
+                         enumerate(sorted((f.set_idx, frame, f.task, local) for f in facts for frame, local in f.conns),
+                                  1)}
+        known: dict[str, dict[str, tuple[str, tuple[int, int]]]] = {}
+        for f in facts:
+            for broker, topic_id, name, frame in f.names:
+                learnt = known.setdefault(broker, {})
+                if topic_id not in learnt or (f.set_idx, frame) < learnt[topic_id][1]:
+                    learnt[topic_id] = (name, (f.set_idx, frame))
+        self.names = known
+        self.items = decoded.filter(F.col("kind") == "item")
+        self.decoded = decoded
+        self.facts = facts
+        self.cores = cores
 
     def release(self) -> None:
-        for rdd in self._persisted:
-            rdd.unpersist()
+        self.decoded.unpersist()
 
-
-def _last_exchange_ts(items) -> float | None:
-    from fetchtool.exchange import Exchange
-
-    times = (items.map(lambda bki: bki[2]).filter(lambda it: isinstance(it, Exchange))
-             .map(lambda ex: ex.response_ts or ex.ts).filter(lambda ts: ts is not None))
-    return None if times.isEmpty() else times.max()
-
-
-def _report(names: list[str], small: list, stats: dict[int, tuple[CaptureStats, str | None]],
-            errors: list) -> DecodeReport:
-    """One DecodeReport from the per-file capture statistics and the per-partition protocol counters."""
+def _report(names: list[str], facts: list, stats: dict, errors: list) -> DecodeReport:
+    """One DecodeReport from the per-file capture statistics and the per-task protocol counters."""
     rep = DecodeReport(files=list(names))
     for _idx, msg, _n in sorted(errors):  # in file order (as the report lists the files), not stage order
         rep.warn("unreadable_file", msg)
     for idx in sorted(stats):
-        rep.add_capture(stats[idx][0])
-    for _t, part, _last in (r for r in small if r[0] == "report"):
-        rep.merge(part)
+        rep.add_capture(stats[idx].stats)
+    for f in facts:
+        rep.merge(f.report)
     # Dicts in the order one sequential decode fills them: by where each key was first learnt.
-    rep.client_software = _by_first(rep.client_software, ((r[1], r[2]) for r in small if r[0] == "software"))
-    rep.topic_names = _by_first(rep.topic_names, ((r[2], r[4]) for r in small if r[0] == "name"))
+    rep.client_software = _by_first(rep.client_software,
+                                    ((client, (f.set_idx, frame)) for f in facts for client, frame in f.software))
+    rep.topic_names = _by_first(rep.topic_names,
+                                ((tid, (f.set_idx, frame)) for f in facts for _b, tid, _n, frame in f.names))
     return rep
 
 
@@ -236,94 +316,113 @@ def _by_first(d: dict, places) -> dict:
 
 def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: int | None = None,
                   cache_shards: int | None = None, client: str | None = None, broker: str | None = None,
-                  spark=None, timings: dict | None = None, window=None):
+                  spark=None, timings: dict | None = None, window=None, progress=None, verbose: bool = False):
     """Decode and analyse captures on Spark -> fetchtool.analysis.model.Analysis (as analyze_capture, with the
     same --client / --broker filtering). ``window``: keep the items whose time it keeps (--since / --until, a
-    fetchtool.commands.window.TimeWindow), as the embedded engine does.
+    fetchtool.commands.window.TimeWindow), as the embedded engine does. ``progress``: called with one line per
+    stage done.
 
     `timings`, when given, gets wall seconds per stage (for benchmarks/bench_spark.py)."""
+    spark = spark or spark_session(master, verbose=verbose)  # first: without PySpark, the one-line SparkUnavailable
+    d = _Decoded(spark, paths, ports, timings, window, progress)
+    try:
+        return _analyze(spark, d, cache_slots, cache_shards, client, broker, timings, window, progress)
+    finally:
+        d.release()
+
+
+def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timings, window, progress):
     import time
 
-    spark = spark or spark_session(master)  # first: without PySpark this is the one-line SparkUnavailable
-    from pyspark.rdd import portable_hash
+    from pyspark.sql import functions as F
 
     from fetchtool.analysis.run import filtered, savings_filter
 
-    from .spark_merge import analyze_broker, merge
+    from .spark_merge import merge, merged_savings
 
-    d = _Decoded(spark, paths, ports, timings)
-    last_ts = d.last_ts
-    if window:
-        d.keep(window)
-        # the end of the capture the embedded engine sees: its latest exchange inside the window
-        last_ts = _last_exchange_ts(d.items)
     t = time.perf_counter()
+    # the end of the capture the embedded engine sees: its latest exchange (inside the window)
+    last_ts = d.last_kept_ts if window else d.last_ts
+    sc = spark.sparkContext
+    conn_ids, names = sc.broadcast(d.conn_ids), sc.broadcast(d.names)
     savings_of = savings_filter(client, broker)
+    # The savings first, per broker and client (most of the analysis' work, and it splits: its state is per
+    # client stream), on every core; then the per-broker pass, whose findings read the savings' per-pair sums.
+    groups: Counter = Counter()
+    for f in d.facts:
+        groups.update(f.groups)
+    n = max(1, min(len(groups), 4 * d.cores))
+    exchanges = d.items.filter(F.col("client").isNotNull())
+    if len(groups) <= 64:
+        slots = st.broker_slots(Counter({f"{b}\n{c}": k for (b, c), k in groups.items()}), n)
+        keyed = exchanges.withColumn("slot", _lookup(F.concat_ws("\n", "broker", "client"), slots))
+        spread = keyed.repartition(n, "slot").drop("slot")
+    else:
+        spread = exchanges.repartition(n, "broker", "client")
 
-    def per_broker(rows):
-        # Streamed: a broker's exchanges go through the tracker one by one, never all in memory.
-        for name, group in groupby(rows, key=lambda bk: bk[0][0]):
-            yield analyze_broker(name, ((key, it) for (_b, key), it in group), last_ts, cache_slots,
-                                 cache_shards, savings_of)
+    def savings_stage(batches):
+        return st.savings_stage(conn_ids.value, names.value, savings_of)(batches)
 
-    keyed = d.items.map(lambda bki: ((bki[0], bki[1]), bki[2]))
-    parts = (keyed.repartitionAndSortWithinPartitions(d.partitions, partitionFunc=lambda k: portable_hash(k[0]))
-             .mapPartitions(per_broker).collect())
+    estimates = sorted(((pickle.loads(r["key"]), pickle.loads(r["part"])) for r in map_in_arrow(
+        spread.sortWithinPartitions("broker", "client", *st.SORT_KEY), savings_stage, st.SAVINGS_SCHEMA).collect()),
+        key=lambda ke: ke[0])  # merged in order of first sight, as one pass fills its dicts
+    savings = [e for _k, e in estimates]
+    per_pair = merged_savings(savings).per_pair
+    t1 = time.perf_counter()
+    if progress:
+        progress(f"estimated the savings of {len(groups):,} client-broker pair{'s' if len(groups) != 1 else ''} "
+                 f"in {t1 - t:.1f} s")
+
+    def stage(batches):
+        return st.analysis_stage(conn_ids.value, names.value, last_ts, cache_slots, cache_shards, savings_of,
+                                 per_pair)(batches)
+
+    # One partition per broker (as many as there are cores, at most): a broker is one ordered pass.
+    counts: Counter = Counter()
+    for f in d.facts:
+        counts.update(f.brokers)
+    n = max(1, min(len(counts), 4 * d.cores))
+    keyed = d.items.withColumn("slot", _lookup(F.col("broker"), st.broker_slots(counts, n)))
+    rows = map_in_arrow(keyed.repartition(n, "slot").sortWithinPartitions("broker", *st.SORT_KEY).drop("slot"),
+                        stage, st.PART_SCHEMA).collect()
+    parts = [pickle.loads(r["part"]) for r in rows]
     t2 = time.perf_counter()
-    d.release()
-    analysis = filtered(merge(parts, d.report, cache_slots, cache_shards), client, broker)
+    if progress:
+        progress(f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''} in {t2 - t1:.1f} s (CPU s: "
+                 f"{' '.join(f'{p.cpu_s:.1f}' for p in parts)})")
+    analysis = filtered(merge(parts, d.report, cache_slots, cache_shards, savings), client, broker)
+    conn_ids.unpersist()
+    names.unpersist()
     if timings is not None:
         timings["per_broker_analysis_s"] = t2 - t
         timings["driver_merge_s"] = time.perf_counter() - t2
     return analysis
 
 
+def _lookup(column, slots: dict):
+    """The slot of each row's `column` value (a literal map; 0 when there is none)."""
+    from pyspark.sql import functions as F
+
+    if not slots:
+        return F.lit(0)
+    return F.create_map(*[F.lit(x) for key, slot in slots.items() for x in (key, slot)])[column]
+
+
 def decode_spark(paths, out_dir: str, *, master: str | None = None, ports=None, spark=None,
-                 window=None) -> DecodeReport:
-    """Write <out_dir>/exchanges.parquet and <out_dir>/partitions.parquet (Spark Parquet datasets: directories);
-    ``window`` as for analyze_spark."""
-    from fetchtool.exchange import Exchange
+                 window=None, progress=None, verbose: bool = False, cache_slots=None, cache_shards=None
+                 ) -> DecodeReport:
+    """Write the Parquet datasets <out_dir>/exchanges, partitions, sessions and findings (directories,
+    partitioned by capture_date and broker_dir: fetchtool.pipeline.spark_datasets); ``window`` as for
+    analyze_spark. Returns the decode report, with exchanges_written and partitions_written."""
+    from .spark_datasets import write_datasets
 
-    from .tables import EXCHANGE_SCHEMA, PARTITION_SCHEMA, exchange_row
-
-    spark = spark or spark_session(master)
-    d = _Decoded(spark, paths, ports)
-    if window:
-        d.keep(window)
-    exchanges = d.items.map(lambda bki: bki[2]).filter(lambda it: isinstance(it, Exchange))
-    ex_cols, part_cols = list(EXCHANGE_SCHEMA), list(PARTITION_SCHEMA)
-    ex_rows = exchanges.map(lambda ex: tuple(exchange_row(ex).get(c) for c in ex_cols))
-    part_rows = exchanges.flatMap(lambda ex: _partition_rows(ex, part_cols))
-    out = str(out_dir).rstrip("/")
-    for name, rows, schema, order in (
-            ("exchanges", ex_rows, EXCHANGE_SCHEMA, ["request_frame", "conn", "correlation_id"]),
-            ("partitions", part_rows, PARTITION_SCHEMA, ["request_frame", "conn", "correlation_id"])):
-        df = spark.createDataFrame(rows, _spark_schema(schema)).orderBy(*order)
-        df.write.mode("overwrite").parquet(f"{out}/{name}.parquet")
-    rep = d.report
-    rep.exchanges_written = spark.read.parquet(f"{out}/exchanges.parquet").count()
-    rep.partitions_written = spark.read.parquet(f"{out}/partitions.parquet").count()
-    d.release()
-    return rep
+    spark = spark or spark_session(master, verbose=verbose)
+    d = _Decoded(spark, paths, ports, None, window, progress)
+    try:
+        analysis = _analyze(spark, d, cache_slots, cache_shards, None, None, None, window, progress)
+        return write_datasets(spark, d, analysis, _resolve(str(out_dir)), progress)
+    finally:
+        d.release()
 
 
-def _partition_rows(ex, cols: list[str]):
-    key = {"file": ex.file, "conn": ex.conn, "request_frame": ex.request_frame,
-           "correlation_id": ex.correlation_id, "api_key": ex.api_key}
-    for entry, parts in (("request", ex.request_partitions), ("forgotten", ex.forgotten_partitions),
-                         ("response", ex.response_partitions or ())):
-        for p in parts:
-            row = key | {"entry": entry} | p._asdict()
-            yield tuple(row.get(c) for c in cols)
-
-
-def _spark_schema(schema: dict):
-    import polars as pl
-    from pyspark.sql import types as T
-
-    kinds = {pl.Utf8: T.StringType(), pl.Int64: T.LongType(), pl.Int32: T.IntegerType(), pl.Int16: T.ShortType(),
-             pl.Int8: T.ByteType(), pl.Float64: T.DoubleType()}
-    return T.StructType([T.StructField(c, kinds[t], True) for c, t in schema.items()])
-
-
-__all__ = ["analyze_spark", "decode_spark", "spark_session", "expand_paths", "SparkUnavailable"]
+__all__ = ["analyze_spark", "decode_spark", "spark_session", "expand_paths", "stage_lines", "SparkUnavailable"]

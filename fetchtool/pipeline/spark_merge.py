@@ -21,6 +21,7 @@ from fetchtool.analysis.savings.estimator import SavingsEstimator
 from fetchtool.analysis.tracking.partition_errors import row_order
 from fetchtool.analysis.tracking.tracker import SessionTracker, TrackedClient
 from fetchtool.analysis.tracking.traffic import TrafficStats
+from fetchtool.exchange import Exchange
 
 
 @dataclass
@@ -54,19 +55,46 @@ class BrokerPart:
     sessions: list  # (first sort key, SessionLife)
     clients: dict  # (host, client id) -> _Client
     findings: list  # (index, Finding)
-    savings: SavingsEstimator
+    savings: SavingsEstimator | None  # None: estimated apart, per client (estimate_savings)
     first_key: tuple = ()
     files: dict = field(default_factory=dict)  # file -> first sort key
     traffic: dict = field(default_factory=dict)  # (host, client id) -> TrafficStats of this broker's fetches
     partition_errors: list = field(default_factory=list)  # PartitionErrorRow (each belongs to one broker)
     kept: Kept | None = None  # the counts of the exchanges --client / --broker keep (run.Kept)
+    cpu_s: float = 0.0  # the group's CPU seconds on its executor (for the progress line)
+
+
+class PairsOnly:
+    """In place of the SavingsEstimator when the savings were estimated apart (per client: `estimate_savings`):
+    feeds nothing, and gives the findings the per-pair sums they read."""
+
+    def __init__(self, per_pair: dict):
+        self.per_pair = per_pair
+
+    def feed(self, ex) -> None:
+        return None
+
+
+def estimate_savings(items, savings_of=None) -> SavingsEstimator:
+    """The savings of one (broker, client) group's exchanges, in request order: a SavingsEstimator's state is
+    per client stream, so groups add up to the one-pass estimate (SavingsEstimator.merge)."""
+    savings = SavingsEstimator(only=savings_of)
+    for _key, it in items:
+        if isinstance(it, Exchange):
+            savings.feed(it)
+    # per-stream models are not needed any more: do not ship them to the driver
+    savings.streams, savings._by_session, savings.only = {}, {}, None
+    return savings
 
 
 def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, cache_shards=None,
-                   savings_of=None) -> BrokerPart:
+                   savings_of=None, per_pair: dict | None = None) -> BrokerPart:
     """items: (sort key, Exchange | OrphanResponse) of one broker, in request order. ``savings_of``: which
-    exchanges the savings count (fetchtool.analysis.run.savings_filter; None: all)."""
+    exchanges the savings count (fetchtool.analysis.run.savings_filter; None: all). ``per_pair``: the savings
+    were estimated apart (estimate_savings): their per-pair sums, for the findings; the part has no savings."""
     run = AnalysisPass(cache_slots, cache_shards, savings_of)
+    if per_pair is not None:
+        run.savings = PairsOnly(per_pair)  # type: ignore[assignment]  # duck-typed: feed() and per_pair only
     run.engine.last_ts = last_ts  # RESPONSE_MISSING compares with the end of the whole capture, not of this broker
     sessions = run.tracker.sessions
     first_seen: dict[int, tuple] = {}  # id(TrackedSession) -> sort key
@@ -92,15 +120,20 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
     findings = run.findings()
     lives = [(first_seen[id(s)], life) for s, life in zip(sessions, run.session_lives())]
     savings = run.savings
-    # per-stream models are not needed any more: do not ship them to the driver
-    savings.streams, savings._by_session, savings.only = {}, {}, None
+    if isinstance(savings, SavingsEstimator):
+        # per-stream models are not needed any more: do not ship them to the driver
+        savings.streams, savings._by_session, savings.only = {}, {}, None
+    else:
+        savings = None
     return BrokerPart(broker, run.totals, run.broker_summaries(), lives, notes,
                       list(enumerate(findings)), savings, first_key or (), files, run.traffic.client_stats(),
                       run.partition_errors.rows(), run.kept)
 
 
-def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards=None) -> Analysis:
-    """The per-broker parts -> one Analysis, as analyze_items would have produced in one sequential pass."""
+def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards=None,
+          savings: list[SavingsEstimator] | None = None) -> Analysis:
+    """The per-broker parts -> one Analysis, as analyze_items would have produced in one sequential pass.
+    ``savings``: the estimates made apart (else each part's)."""
     parts = sorted(parts, key=lambda p: p.first_key)
     totals = _Totals()
     for p in parts:
@@ -133,7 +166,7 @@ def merge(parts: list[BrokerPart], decode_report, cache_slots=None, cache_shards
         sessions=tuple(s for _k, s in sessions),
         findings=annotate(tuple(f for _k, f in sorted(findings, key=lambda kf: kf[0])), every_client,
                           decode_report),
-        savings=_merge_savings([p.savings for p in parts]),
+        savings=_merge_savings(savings if savings is not None else [p.savings for p in parts if p.savings]),
         partition_errors=tuple(sorted((r for p in parts for r in p.partition_errors), key=row_order)),
     )
 
@@ -177,6 +210,13 @@ def _merge_clients(parts: list[BrokerPart]) -> list[ClientSummary]:
         summary = merged.summary()
         out.append(replace(summary, traffic=traffic.summary()) if found else summary)
     return out
+
+
+def merged_savings(estimators: list[SavingsEstimator]) -> SavingsEstimator:
+    merged = SavingsEstimator()
+    for e in estimators:
+        merged.merge(e)
+    return merged
 
 
 def _merge_savings(estimators: list[SavingsEstimator]) -> dict:

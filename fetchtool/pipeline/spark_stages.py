@@ -1,12 +1,16 @@
-"""The Spark engine's executor-side stages: plain Python functions over plain tuples (no pyspark import here).
+"""The Spark engine's executor-side stages: plain Python functions over Arrow batches (no pyspark import here).
 
-Stage 0 (per file): count packets, so every file gets its frame offset in the ordered set of files.
-Stage 1 (per file): TCP segments out of the file, keyed by flow (the unordered 4-tuple), with the global frame.
-Stage 2 (per flow, across files): the flow's segments in frame order -> TcpReassembler -> decode_events (the
-         same sans-IO cores the polars engine runs) -> Exchange / OrphanResponse items, plus the small facts the
-         driver needs to make run-wide numbering agree with one sequential decode: where each connection's
-         first event is (connection ids), which Metadata named which topic ids when (topic names), counters.
-Stage 3 (per broker): the broker's items in request order -> SessionTracker + FindingsEngine + SavingsEstimator.
+Stage 0 (per file): count packets, so every file gets its frame offset in its rotated set, and the set's end.
+Stage 1 (per set and flow bucket): one task reads the set's files in order and keeps the TCP segments of its
+         bucket's flows (a flow's bucket is a stable hash of its endpoints), feeding them straight to the same
+         sans-IO cores the embedded engine runs: TcpReassembler -> decode_events. Segments and their payloads
+         never leave the task that read them: a set is read once per bucket (reading is the cheap part), and no
+         payload byte crosses a shuffle. Out come Arrow rows: one per Exchange / OrphanResponse (its sort key
+         and broker as columns, the item serialised once), plus one row of facts the driver needs to make
+         run-wide numbering agree with one sequential decode: where each connection's first event is
+         (connection ids), which Metadata named which topic ids when (topic names), counters, file statistics.
+Stage 2 (per broker): the broker's items in request order (sorted by Spark on the key columns) -> the item's
+         run-wide connection id and topic names -> SessionTracker + FindingsEngine + SavingsEstimator.
          Sessions are broker-scoped (Kafka's cache lives in one broker), so a broker is the natural group;
          clients, savings and findings are merged on the driver (fetchtool.pipeline.spark_merge).
 
@@ -20,36 +24,123 @@ not part of a rotation is a set of one: its frames are Wireshark's and its label
 
 from __future__ import annotations
 
+import errno
 import os
+import pickle
 import tempfile
+import time
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from itertools import groupby, islice
 
-from fetchtool.capture.events import ConnectionClosed, Endpoint, Segment
+from fetchtool.analysis.tracking.tracker import host_of
+from fetchtool.capture.events import ConnectionClosed
 from fetchtool.capture.packets import CaptureStats, iter_segments
 from fetchtool.capture.reader import CaptureError, read_records, unreadable_line
 from fetchtool.exchange import Exchange
 from fetchtool.protocol.connection import OrphanResponse
 from fetchtool.protocol.report import DecodeReport
 
-STATS_KEY = (-1,)  # the flow key of per-file capture statistics travelling with the segments (sorts first)
+# Stage 1's rows. `kind` is "item" (one Exchange / OrphanResponse) or "facts" (one per task); `client` is an
+# exchange's "host|client id" (the savings are estimated per broker and client), None for an orphan response. The sort key of an
+# item is (set, frame, task, conn, corr, seq): frame is the request frame (a response's frame for an orphan),
+# conn the task-local connection id (the driver maps (task, conn) to the run-wide id), seq the order in which
+# the decoder gave it (ties of one frame, connection and correlation id).
+ITEM_COLUMNS = ("kind", "broker", "client", "set", "frame", "task", "conn", "corr", "seq", "blob")
+ITEM_SCHEMA = ("kind string, broker string, client string, set int, frame long, task int, conn int, corr int, "
+               "seq long, blob binary")
+SORT_KEY = ("set", "frame", "task", "conn", "corr", "seq")
+BATCH_ROWS = 4096  # rows per Arrow batch a stage yields
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """What one stage-1 task reads: the files of a rotated set (index, path, frame offset) in order, and which
+    of the set's flows it keeps (those whose bucket is `bucket` of `buckets`)."""
+
+    task: int
+    set_idx: int
+    bucket: int
+    buckets: int
+    files: tuple[tuple[int, str, int], ...]
+    label: str
+    end_frame: int  # the set's last frame and time: where the reassembler finishes
+    end_ts: float
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """A file's capture statistics (the task of bucket 0 of its set reports them) and why it stopped, if so."""
+
+    idx: int
+    stats: CaptureStats
+    error: str | None
+
+
+@dataclass
+class TaskFacts:
+    """The small things a stage-1 task learnt besides its items (one pickled row)."""
+
+    task: int
+    set_idx: int
+    conns: list  # (frame of the connection's first stream event, task-local id)
+    names: list  # (broker, topic id, name, frame): where a Metadata response named a topic id
+    software: list  # (client, frame): where an ApiVersions request named the client's software
+    report: DecodeReport
+    last_ts: float | None  # the latest exchange time (all, and inside the window)
+    last_kept_ts: float | None
+    files: list  # FileStats of the set's files (bucket 0 only)
+    exchanges: int = 0
+    flows: int = 0
+    cpu_s: float = 0.0  # the task's CPU seconds (its Python worker's), for the progress line
+    brokers: Counter = field(default_factory=Counter)  # items per broker
+    groups: Counter = field(default_factory=Counter)  # exchanges per (broker, client)
+    partition_rows: int = 0  # the partitions table's rows of the exchanges kept
+
+
+def _batch(columns: tuple[str, ...], types: tuple[str, ...], rows: list[tuple]):
+    """An Arrow batch of rows; types by name ("int64", "string", ...), as the stage's Spark schema says."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays([pa.array(list(col), type=getattr(pa, t)()) for col, t in zip(zip(*rows), types)],
+                                      names=list(columns))
+
+
+def _item_batch(rows: list[tuple]):
+    import pyarrow as pa
+
+    cols = list(zip(*rows))
+    types = (pa.string(), pa.string(), pa.string(), pa.int32(), pa.int64(), pa.int32(), pa.int32(), pa.int32(), pa.int64(),
+             pa.binary())
+    return pa.RecordBatch.from_arrays([pa.array(c, type=t) for c, t in zip(cols, types)], names=list(ITEM_COLUMNS))
 
 
 class _LocalCopy:
-    """A local path for a capture: the path itself, or a temporary copy of a remote file's bytes."""
+    """A local path for a capture: the path itself, or a temporary copy of a file a URI names (hdfs://, s3a://,
+    read with pyarrow's filesystems on the executor)."""
 
-    def __init__(self, path: str, data: bytes | None):
-        self.path, self.data = path, data
+    def __init__(self, path: str):
+        self.path = path
         self.tmp: str | None = None
 
     def __enter__(self) -> str:
-        if self.data is None:
+        if not is_uri(self.path):
             return self.path
-        fd, tmp = tempfile.mkstemp(suffix="-" + os.path.basename(self.path))
-        self.tmp = tmp
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(self.data)
+        from pyarrow import fs
+
+        uri = self.path.replace("s3a://", "s3://", 1).replace("s3n://", "s3://", 1)
+        try:
+            filesystem, inner = fs.FileSystem.from_uri(uri)
+            fd, tmp = tempfile.mkstemp(suffix="-" + os.path.basename(self.path))
+            self.tmp = tmp
+            with os.fdopen(fd, "wb") as out, filesystem.open_input_stream(inner) as src:
+                while chunk := src.read(1 << 22):
+                    out.write(chunk)
+        except Exception as exc:  # noqa: BLE001 - any filesystem failure is this file's one-line error
+            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise OSError(errno.EIO, f"cannot open ({detail})") from None
         return tmp
 
     def __exit__(self, *exc) -> None:
@@ -57,11 +148,26 @@ class _LocalCopy:
             os.unlink(self.tmp)
 
 
+def is_uri(f: str) -> bool:
+    """hdfs://..., s3a://..., file:/... (a Windows drive letter is no scheme)."""
+    head, sep, _rest = f.partition(":")
+    return bool(sep) and len(head) > 1 and head.replace("+", "").replace(".", "").replace("-", "").isalnum() \
+        and head[0].isalpha()
+
+
+def _error_line(exc: Exception, copy: _LocalCopy, path: str) -> str:
+    line = unreadable_line(exc, path) if isinstance(exc, OSError) else unreadable_line(exc)
+    return line.replace(copy.tmp, path) if copy.tmp else line
+
+
 # -- stage 0 ----------------------------------------------------------------------------------------------------
-def count_packets(idx: int, path: str, data: bytes | None = None) -> tuple:
+COUNT_SCHEMA = "idx long, packets long, first_ts double, last_ts double, error string"
+
+
+def count_packets(idx: int, path: str) -> tuple:
     """(index, packets, first ts, last ts, error or None): rotated sets and their frame offsets come from these."""
     packets, first_ts, last_ts, error = 0, None, None, None
-    copy = _LocalCopy(path, data)
+    copy = _LocalCopy(path)
     try:
         with copy as local:
             for _frame, ts, *_rest in read_records(local, Counter()):
@@ -70,38 +176,24 @@ def count_packets(idx: int, path: str, data: bytes | None = None) -> tuple:
                     first_ts = ts
                 last_ts = ts
     except (CaptureError, OSError) as exc:
-        error = unreadable_line(exc, path)
-    if error and copy.tmp:
-        error = error.replace(copy.tmp, path)
+        error = _error_line(exc, copy, path)
     return idx, packets, first_ts, last_ts, error
 
 
+def count_stage(files: list[str]):
+    """mapInArrow function: rows of file indexes -> one count row per file."""
+
+    def run(batches):
+        for batch in batches:
+            rows = [count_packets(i, files[i]) for i in batch.column(0).to_pylist()]
+            if rows:
+                yield _batch(("idx", "packets", "first_ts", "last_ts", "error"),
+                             ("int64", "int64", "float64", "float64", "string"), rows)
+
+    return run
+
+
 # -- stage 1 ----------------------------------------------------------------------------------------------------
-def file_segments(idx: int, path: str, offset: int, set_idx: int, data: bytes | None = None):
-    """Yield (flow key, segment row) for every TCP segment of one file, then (STATS_KEY, stats row)."""
-    stats = CaptureStats()
-    error = None
-    copy = _LocalCopy(path, data)
-    try:
-        with copy as local:
-            for s in iter_segments(local, stats, offset):
-                a, b = s.src, s.dst
-                key = ((set_idx, a.ip, a.port, b.ip, b.port) if (a.ip, a.port) <= (b.ip, b.port)
-                       else (set_idx, b.ip, b.port, a.ip, a.port))
-                yield key, (s.frame, s.ts, a.ip, a.port, b.ip, b.port, s.seq, s.flags, s.payload, s.ack,
-                            s.truncated)
-    except CaptureError as exc:
-        # Stage 0 reports what the reader finds; only the packet layer sees an unsupported link type.
-        error = unreadable_line(exc)
-        if copy.tmp:
-            error = error.replace(copy.tmp, path)
-    except OSError:
-        pass  # reported by stage 0
-    yield STATS_KEY, (idx, stats.packets, stats.bytes, stats.tcp_segments, stats.skipped_non_tcp,
-                      dict(stats.warnings), error)
-
-
-# -- stage 2 ----------------------------------------------------------------------------------------------------
 class _Names(dict):
     """DecodeContext.topic_names that remembers at which frame each broker learnt each topic id's name."""
 
@@ -127,70 +219,30 @@ class _BrokerNames(dict):
         super().update(names)
 
 
-def decode_flows(rows, labels: dict[int, str], ports: frozenset[int] | None, ends: dict[int, tuple[int, float]]):
-    """Stage 2 over one Spark partition: rows ((flow key, frame), segment row) sorted by flow then frame.
-    A flow key starts with its rotated set's index; `labels` and `ends` (last frame, last ts) are per set.
-
-    Yields tagged records:
-      ("item", sort key, flow key, item)          Exchange / OrphanResponse with flow-local connection ids
-      ("conn", (set, frame), flow key, local id)  where each connection's first stream event is
-      ("name", broker, topic id, name, (set, frame))  a Metadata response named a topic id
-      ("software", client, (set, frame))          an ApiVersions request named the client's software
-      ("report", DecodeReport, last ts)           this partition's protocol counters, latest exchange time
-      ("stats", file index, packets, bytes, TCP segments, non-TCP packets, warnings, error or None)
-    """
-    report = DecodeReport()
-    last: list[float | None] = [None]  # the latest exchange time, shared with _decode_flow
-    # Streamed: one flow's segments are never all in memory (a long flow can be most of a capture).
-    for key, group in groupby(rows, key=lambda kr: kr[0][0]):
-        if key == STATS_KEY:
-            for _k, row in group:
-                yield ("stats", *row)
-            continue
-        segs = (row for _k, row in group)
-        yield from _decode_flow(key, segs, labels[key[0]], ports, report, *ends[key[0]], last)
-    yield ("report", report, last[0])
+def flow_bucket(a, b, buckets: int) -> int:
+    """The bucket of the flow between endpoints a and b (either direction): the same in every process."""
+    if buckets == 1:
+        return 0
+    lo, hi = sorted(((str(a.ip), a.port), (str(b.ip), b.port)))
+    return zlib.crc32(f"{lo[0]}|{lo[1]}|{hi[0]}|{hi[1]}".encode()) % buckets
 
 
-def _decode_flow(flow: tuple, rows: Iterable[tuple], label: str, ports: frozenset[int] | None, report: DecodeReport,
-                 end_frame: int, end_ts: float, last: list[float | None]) -> Iterator[tuple]:
+def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> Iterator[tuple]:
+    """Stage 1 for one task: item rows (ITEM_COLUMNS), then one facts row."""
     from fetchtool.capture.reassembly import TcpReassembler
     from fetchtool.decoder import decode_events
 
-    eps: dict[tuple, Endpoint] = {}
-
-    def ep(ip, port):
-        e = eps.get((ip, port))
-        if e is None:
-            e = eps[(ip, port)] = Endpoint(ip, port)
-        return e
-
+    cpu = time.process_time()
+    report = DecodeReport()
     now = [0]
     firsts: list[int] = []
     seen: set[int] = set()
     learnt: list = []
     software = report.client_software
-    named: list = []  # (client, frame): where this flow's clients named their software
-
-    def events():
-        reasm = TcpReassembler()
-        for frame, ts, sip, sport, dip, dport, seq, flags, payload, ack, truncated in rows:
-            now[0] = frame
-            for ev in reasm.feed(Segment(frame, ts, ep(sip, sport), ep(dip, dport), seq, flags, payload, ack,
-                                         truncated)):
-                _first(ev)
-                yield ev
-                _software()  # decode_events asks for the next event once it has decoded this one
-        now[0] = end_frame
-        for ev in reasm.finish(end_frame, end_ts):
-            _first(ev)
-            yield ev
-            _software()
-
-    def _software():
-        # The report's client_software is in the order one sequential decode learns it: remember where.
-        if len(software) > len(named) + known:
-            named.extend((client, now[0]) for client in islice(software, len(named) + known, None))
+    named: list = []  # (client, frame): where this task's clients named their software
+    files: list[FileStats] = []
+    mine: dict[tuple, bool] = {}  # (src, dst) endpoint objects -> in this task's bucket
+    flows: set[tuple] = set()
 
     def _first(ev):
         # decode_events numbers connections in order of their first data/gap event: remember where that was.
@@ -198,44 +250,111 @@ def _decode_flow(flow: tuple, rows: Iterable[tuple], label: str, ports: frozense
             seen.add(ev.conn)
             firsts.append(ev.frame)
 
-    set_idx = flow[0]
-    base = report.connections  # decode_events numbers this flow's connections base+1, base+2, ...
-    known = len(software)  # clients other flows of this partition named
+    def _software():
+        # The report's client_software is in the order one sequential decode learns it: remember where.
+        if len(software) > len(named):
+            named.extend((client, now[0]) for client in islice(software, len(named), None))
+
+    def events():
+        reasm = TcpReassembler()
+        for idx, path, offset in plan.files:
+            stats = CaptureStats()
+            error = None
+            copy = _LocalCopy(path)
+            try:
+                with copy as local:
+                    for s in iter_segments(local, stats, offset):
+                        pair = (s.src, s.dst)
+                        keep = mine.get(pair)
+                        if keep is None:
+                            keep = mine[pair] = flow_bucket(s.src, s.dst, plan.buckets) == plan.bucket
+                            if keep:
+                                flows.add(frozenset(pair))
+                        if not keep:
+                            continue
+                        now[0] = s.frame
+                        for ev in reasm.feed(s):
+                            _first(ev)
+                            yield ev
+                            _software()  # decode_events asks for the next event once it has decoded this one
+            except CaptureError as exc:
+                # Stage 0 reports what the reader finds; only the packet layer sees an unsupported link type.
+                error = _error_line(exc, copy, path)
+            except OSError:
+                pass  # reported by stage 0
+            if plan.bucket == 0:
+                files.append(FileStats(idx, stats, error))
+        now[0] = plan.end_frame
+        for ev in reasm.finish(plan.end_frame, plan.end_ts):
+            _first(ev)
+            yield ev
+            _software()
+
+    last: float | None = None
+    last_kept: float | None = None
+    exchanges = 0
+    rows: list[tuple] = []
+    brokers: Counter = Counter()
+    groups: Counter = Counter()
+    partition_rows = 0
     seq = 0
-    for it in decode_events(events(), label, ports, report, _Names(now, learnt)):
+    for it in decode_events(events(), plan.label, ports, report, _Names(now, learnt)):
+        kept = window is None or window.keeps(it)
         if isinstance(it, Exchange):
+            exchanges += 1
             frame, ts = it.request_frame, it.response_ts or it.ts
-            if ts is not None and (last[0] is None or ts > last[0]):
-                last[0] = ts  # the FindingsEngine's "end of capture" (RESPONSE_MISSING)
+            if ts is not None:
+                if last is None or ts > last:
+                    last = ts  # the FindingsEngine's "end of capture" (RESPONSE_MISSING)
+                if kept and (last_kept is None or ts > last_kept):
+                    last_kept = ts
         else:
             frame = it.frame
-        yield ("item", (set_idx, frame, it.conn, it.correlation_id, seq), flow, it)
+        if kept:
+            brokers[it.broker] += 1
+            client = None
+            if isinstance(it, Exchange):
+                client = f"{host_of(it.client)}|{it.client_id or ''}"
+                groups[(it.broker, client)] += 1
+                partition_rows += (len(it.request_partitions) + len(it.forgotten_partitions)
+                                   + len(it.response_partitions or ()))
+            rows.append(("item", it.broker, client, plan.set_idx, frame, plan.task, it.conn, it.correlation_id, seq,
+                         pickle.dumps(it, pickle.HIGHEST_PROTOCOL)))
+            if len(rows) >= BATCH_ROWS:
+                yield from rows
+                rows = []
         seq += 1
-    for i, frame in enumerate(firsts):
-        yield ("conn", (set_idx, frame), flow, base + 1 + i)
-    for broker, topic_id, name, frame in learnt:
-        yield ("name", broker, topic_id, name, (set_idx, frame))
-    for client, frame in named:
-        yield ("software", client, (set_idx, frame))
+    yield from rows
+    facts = TaskFacts(plan.task, plan.set_idx, [(frame, i) for i, frame in enumerate(firsts, 1)], learnt, named,
+                      report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers, groups, partition_rows)
+    yield ("facts", None, None, plan.set_idx, None, plan.task, None, None, None, pickle.dumps(facts, pickle.HIGHEST_PROTOCOL))
 
 
-# -- between stage 2 and 3: run-wide connection ids and topic names ------------------------------------------
-def finish_item(rec, conn_ids: dict, names: dict):
-    """(broker, sort key, item) with the run-wide connection id and the topic names other connections taught."""
-    _tag, (set_idx, frame, conn, corr, seq), flow, it = rec
-    gid = conn_ids[(flow, conn)]
+def decode_stage(plans: list[TaskPlan], ports: frozenset[int] | None, window=None):
+    """mapInArrow function: rows of task ids -> each task's item rows and facts row."""
+
+    def run(batches):
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                chunk: list[tuple] = []
+                for row in decode_task(plans[task], ports, window):
+                    chunk.append(row)
+                    if len(chunk) >= BATCH_ROWS:
+                        yield _item_batch(chunk)
+                        chunk = []
+                if chunk:
+                    yield _item_batch(chunk)
+
+    return run
+
+
+# -- between stage 1 and 2: run-wide connection ids and topic names ------------------------------------------
+def finish_item(it, set_idx: int, gid: int, names: dict):
+    """The item with its run-wide connection id and the topic names other connections taught."""
     if isinstance(it, Exchange):
         it = _with_names(it, names.get(it.broker), set_idx)
-        it = _replace(it, conn=gid)
-    else:
-        it = OrphanResponse(gid, it.frame, it.ts, it.client, it.broker, it.correlation_id, it.file)
-    return it.broker, (set_idx, frame, gid, corr, seq), it
-
-
-def _replace(ex: Exchange, **kw) -> Exchange:
-    from dataclasses import replace
-
-    return replace(ex, **kw)
+        return replace(it, conn=gid)
+    return OrphanResponse(gid, it.frame, it.ts, it.client, it.broker, it.correlation_id, it.file)
 
 
 def _with_names(ex: Exchange, known: dict | None, set_idx: int) -> Exchange:
@@ -261,4 +380,161 @@ def _with_names(ex: Exchange, known: dict | None, set_idx: int) -> Exchange:
     rsp, c3 = fill(ex.response_partitions, ex.response_frame)
     if not (c1 or c2 or c3):
         return ex
-    return _replace(ex, request_partitions=req, forgotten_partitions=fgt, response_partitions=rsp)
+    return replace(ex, request_partitions=req, forgotten_partitions=fgt, response_partitions=rsp)
+
+
+def finished_items(batches, conn_ids: dict, names: dict) -> Iterator[tuple[str, tuple, object]]:
+    """Stage 1's item rows (Arrow batches, in order) -> (broker, run-wide sort key, finished item)."""
+    for batch in batches:
+        cols = batch.to_pydict()
+        for broker, set_idx, frame, task, conn, corr, seq, blob in zip(
+                cols["broker"], cols["set"], cols["frame"], cols["task"], cols["conn"], cols["corr"], cols["seq"],
+                cols["blob"]):
+            gid = conn_ids[(task, conn)]
+            yield broker, (set_idx, frame, gid, corr, seq), finish_item(pickle.loads(blob), set_idx, gid, names)
+
+
+def spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's hash() of an int column (Murmur3_x86_32.hashInt), so the driver can choose which partition of a
+    repartition(n, col) each value lands in: pmod(hash, n)."""
+    m = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & m
+
+    k1 = rotl((value & m) * 0xCC9E2D51 & m, 15) * 0x1B873593 & m
+    h1 = (rotl(seed ^ k1, 13) * 5 + 0xE6546B64) & m
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & m
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & m
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def broker_slots(counts: Counter, partitions: int) -> dict[str, int]:
+    """broker -> an int whose Spark hash puts it in its own partition of `partitions` (the biggest brokers
+    first, each to the least loaded partition), so that few brokers never share a core by accident."""
+    keys: dict[int, int] = {}  # partition -> the smallest int that hashes there
+    v = 0
+    while len(keys) < partitions:
+        keys.setdefault(spark_hash_int(v) % partitions, v)
+        v += 1
+    load = [0] * partitions
+    out = {}
+    for broker, n in sorted(counts.items(), key=lambda bn: (-bn[1], bn[0])):
+        p = min(range(partitions), key=lambda i: (load[i], i))
+        load[p] += n
+        out[broker] = keys[p]
+    return out
+
+
+# -- stage 2 ----------------------------------------------------------------------------------------------------
+PART_SCHEMA = "broker string, part binary"
+SAVINGS_SCHEMA = "key binary, part binary"
+
+
+def savings_stage(conn_ids: dict, names: dict, savings_of):
+    """mapInArrow function: the exchange rows of (broker, client) groups (sorted by broker, client, then
+    SORT_KEY) -> per group, its first sort key and its pickled SavingsEstimator."""
+    from .spark_merge import estimate_savings
+
+    def run(batches):
+        rows = _with_client(batches, conn_ids, names)
+        for _group, group in groupby(rows, key=lambda r: r[0]):
+            first: list = []
+            savings = estimate_savings(_noting_first(group, first), savings_of)
+            yield _batch(("key", "part"), ("binary", "binary"),
+                         [(pickle.dumps(first[0]), pickle.dumps(savings, pickle.HIGHEST_PROTOCOL))])
+
+    return run
+
+
+def _noting_first(group, first: list):
+    """(key, item) of a group's rows, the first key also appended to `first`."""
+    for _g, key, it in group:
+        if not first:
+            first.append(key)
+        yield key, it
+
+
+def _with_client(batches, conn_ids: dict, names: dict):
+    """((broker, client) group, run-wide sort key, finished item)."""
+    for batch in batches:
+        clients = batch.column("client").to_pylist()
+        for (broker, key, it), client in zip(finished_items([batch], conn_ids, names), clients):
+            yield (broker, client), key, it
+
+
+def analysis_stage(conn_ids: dict, names: dict, last_ts: float | None, cache_slots, cache_shards, savings_of,
+                   per_pair: dict | None = None):
+    """mapInArrow function: one broker's item rows (sorted by broker, then SORT_KEY) -> one pickled BrokerPart."""
+    from .spark_merge import analyze_broker
+
+    def run(batches):
+        items = finished_items(batches, conn_ids, names)
+        # Streamed: a broker's exchanges go through the tracker one by one, never all in memory.
+        cpu = time.process_time()
+        for broker, group in groupby(items, key=lambda bki: bki[0]):
+            part = analyze_broker(broker, ((key, it) for _b, key, it in group), last_ts, cache_slots,
+                                  cache_shards, savings_of,
+                                  None if per_pair is None else {k: v for k, v in per_pair.items() if k[2] == broker})
+            part.cpu_s, cpu = time.process_time() - cpu, time.process_time()
+            yield _batch(("broker", "part"), ("string", "binary"), [(broker, pickle.dumps(part, pickle.HIGHEST_PROTOCOL))])
+
+    return run
+
+
+def table_stage(conn_ids: dict, names: dict, which: str):
+    """mapInArrow function for decode --out: stage 1's item rows -> rows of the exchanges or partitions table,
+    with the capture date and broker the datasets are partitioned by."""
+    import polars as pl
+
+    from .tables import exchanges_frame, partitions_frame
+
+    frame_of = exchanges_frame if which == "exchanges" else partitions_frame
+
+    def run(batches):
+        chunk: list[Exchange] = []
+
+        def flush():
+            df = frame_of(chunk)
+            ex_date = {(ex.conn, ex.request_frame, ex.correlation_id): (_date(ex.ts), ex.broker) for ex in chunk}
+            keys = list(zip(df["conn"].to_list(), df["request_frame"].to_list(), df["correlation_id"].to_list()))
+            dates = [ex_date[k] for k in keys]
+            df = df.with_columns(pl.Series("capture_date", [d for d, _b in dates], dtype=pl.Utf8),
+                                 pl.Series("broker_dir", [dir_name(b) for _d, b in dates], dtype=pl.Utf8))
+            yield from _plain_types(df.to_arrow()).to_batches()
+
+        for _broker, _key, it in finished_items(batches, conn_ids, names):
+            if isinstance(it, Exchange):
+                chunk.append(it)
+                if len(chunk) >= 512:
+                    yield from flush()
+                    chunk = []
+        if chunk:
+            yield from flush()
+
+    return run
+
+
+def _plain_types(table):
+    """polars writes large_string; Spark's Arrow reader takes string."""
+    import pyarrow as pa
+
+    return table.cast(pa.schema([pa.field(f.name, pa.string() if f.type == pa.large_string() else f.type)
+                                 for f in table.schema]))
+
+
+def _date(ts: float | None) -> str:
+    return "unknown" if ts is None else time.strftime("%Y-%m-%d", time.gmtime(ts))
+
+
+def dir_name(broker: str | None) -> str:
+    """A broker address as a directory name every reader takes as it is: 10.0.0.1:9092 -> 10.0.0.1_9092."""
+    return "unknown" if not broker else "".join(c if c.isalnum() or c in ".-" else "_" for c in broker)
+
+
+def file_stats(facts: Iterable[TaskFacts]) -> dict[int, FileStats]:
+    return {fs.idx: fs for f in facts for fs in f.files}
