@@ -292,3 +292,8 @@ class TcpReassembler:
             if self._halves.get(key) is half:
                 del self._halves[key]
             self._closed[key] = half.next_abs if half.started else None
+        # Unlinked, a closed connection is freed at once by its reference count: left as a cycle (conn <-> halves,
+        # half <-> peer) it waits for the cycle collector, whose passes over 100,000 of them cost ~10% of analyze.
+        for half in conn.halves:
+            del half.peer
+        conn.halves.clear()

@@ -45,7 +45,6 @@ def main(
     width: int | None = width_option(),
     verbose: bool = typer.Option(False, "--verbose", help="with --engine spark: Spark's own log on stderr."),
 ) -> None:
-    import json
 
     from fetchtool.commands.output import bad_option, check_choice, check_ports, error_console, fail, report_console
     from fetchtool.commands.reading import Reading

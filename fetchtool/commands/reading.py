@@ -56,6 +56,9 @@ class Reading:
         # modules, all imported when it runs: fetchtool.cli) lives as long as it: frozen, the collector stops
         # re-walking it each time decoding's millions of row tuples trigger a pass.
         gc.freeze()
+        # A capture's analysis allocates millions of small objects it keeps: with the default 700-allocation
+        # young generation the collector ran ~12% of analyze's CPU (storm20k: 7.65 s, 6.76 s at 50,000).
+        gc.set_threshold(50_000, 20, 100)
         err = error_console()
         previous = _catch_sigint(self._on_sigint)
         it = iter(self.run)

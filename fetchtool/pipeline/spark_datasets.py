@@ -109,5 +109,5 @@ def _spark_schema(which: str) -> str:
     kinds = {pl.Utf8: "string", pl.Int64: "bigint", pl.Int32: "int", pl.Int16: "smallint", pl.Int8: "tinyint",
              pl.Float64: "double"}
     schema = EXCHANGE_SCHEMA if which == "exchanges" else PARTITION_SCHEMA
-    return ", ".join([f"`{c}` {kinds[t]}" for c, t in schema.items()]  # type: ignore[index]
+    return ", ".join([f"`{c}` {kinds[t]}" for c, t in schema.items()]
                      + ["capture_date string", "broker_dir string"])

@@ -144,7 +144,8 @@ class KafkaConnection:
                 self._report_mid_start(f, f is req)
         self._report_damage()
         self._count_framer_skips()
-        return out
+        self._req = self._resp = None  # the framers hold our bound scanners: dropped, the closed connection is freed
+        return out                     # by its reference count, not left to the cycle collector
 
     # -- broker detection ---------------------------------------------------------------------------------
     def _detect(self, final: bool) -> bool:
