@@ -360,24 +360,24 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse]) -> ReplayPlan:
         # The reads say which partitions' results are not the very objects of the stream's previous reads, so that
         # the engine's incremental response visits only those (sessions.ReadResults).
         reads = ReadResults(since=previous)
-        changed: list = []
         last = previous.get
         for w in wanted:
-            key = w.key
-            before = last(key)
             got = in_response.get(w.tp) if in_response else None
             if got is None:
                 log = broker_logs.get(w.tp)
-                result = _NOTHING_READ if log is None else log.result or log.read()
-            else:
-                result = PartitionResult(
-                    got.error_code, got.high_watermark, got.last_stable_offset, got.log_start_offset,
-                    got.records_bytes, got.diverging_epoch, got.preferred_read_replica,
-                )
-                if before is not None and before == result:
-                    result = before
-            reads[key] = result
-            if result is not before:
+                reads[w.key] = _NOTHING_READ if log is None else log.result or log.read()
+                continue
+            result = PartitionResult(
+                got.error_code, got.high_watermark, got.last_stable_offset, got.log_start_offset, got.records_bytes,
+                got.diverging_epoch, got.preferred_read_replica,
+            )
+            before = last(w.key)
+            reads[w.key] = before if before is not None and before == result else result
+        # Worked out once the reads are complete: two wanted partitions can share one broker key (a topic seen
+        # under its name and under its id), and the later read is the one the mapping keeps.
+        changed: list = []
+        for key, result in reads.items():
+            if last(key) is not result:
                 changed += (key, result)
         reads.changed = tuple(changed)
         last_reads[i] = reads
