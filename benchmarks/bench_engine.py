@@ -5,6 +5,8 @@ new_context(...) + update_and_generate_response(...) on one session, as the brok
 exchanges change a few partitions (HW moves on 2 of them, 1 returns records), so the engine's cost is the
 per-session-partition scan Kafka also does, not response building. Results are reused objects passed in
 session order with the keys ctx.partitions() returned, as a broker reading partitions() in order does.
+"changed-only" gives the same exchanges as a ReadResults that says which partitions changed, so the incremental
+response visits only those; "walked" is the same input with walk_all=True (every partition, as Kafka does).
 
     python benchmarks/bench_engine.py [--seconds 1.5]
 """
@@ -18,6 +20,7 @@ import uuid
 
 from fetchtool.sessions import (FetchManager, FetchMetadata, FetchSessionCache, PartitionData, PartitionResult,
                                 TopicIdPartition)
+from fetchtool.sessions.partitions import ReadResults
 
 LIVE_SESSIONS = 1000
 VERSION = 17
@@ -93,6 +96,54 @@ def bench_full(n_parts: int, seconds: float) -> float:
     return ops / (time.perf_counter() - start)
 
 
+def bench_incremental_changed(n_parts: int, seconds: float, walk_all: bool = False) -> tuple[float, float]:
+    """bench_incremental's exchanges, with results a broker that knows what changed gives as a ReadResults derived
+    from the session's previous ones (a copy of the previous results, the changed partitions re-set at the end):
+    the engine visits only those. ``walk_all`` walks every partition instead (Kafka's way) on the same input."""
+    cache, manager, names, tps, data, results, sessions = build(n_parts)
+    # The first incremental response of each session walks (it has nothing to derive from), then the chain starts.
+    previous = []
+    for s in sessions:
+        first = ReadResults(results)
+        ctx = manager.new_context(0, VERSION, FetchMetadata(s[0], s[1]), False, {}, (), names)
+        ctx.update_and_generate_response(0, first)
+        s[1] += 1
+        previous.append(first)
+    ops, now, sent = 0, 1, 0
+    deadline = time.perf_counter() + seconds
+    start = time.perf_counter()
+    while time.perf_counter() < deadline:
+        for _ in range(200):
+            i = ops % LIVE_SESSIONS
+            s, before = sessions[i], previous[i]
+            ctx = manager.new_context(now, VERSION, FetchMetadata(s[0], s[1]), False, {}, (), names)
+            a, b = tps[(ops // LIVE_SESSIONS) % n_parts], tps[(ops // LIVE_SESSIONS + 7) % n_parts]
+            res = ReadResults(before, before)
+            changed: list = []
+            for tp, result in ((a, PartitionResult(high_watermark=100 + ops, log_start_offset=0, records_size=512)),
+                               (b, PartitionResult(high_watermark=100 + ops, log_start_offset=0))):
+                del res[tp]
+                res[tp] = result
+                changed += (tp, result)
+            # The partition that returned records last time is quiet again (its result changed back).
+            last_a = tps[(ops // LIVE_SESSIONS - 1) % n_parts]
+            if last_a is not a and last_a is not b:
+                quiet = PartitionResult(high_watermark=res[last_a].high_watermark, log_start_offset=0)
+                del res[last_a]
+                res[last_a] = quiet
+                changed += (last_a, quiet)
+            res.changed = tuple(changed)
+            before.since = None          # only one step of the chain is needed: let the older results go
+            out = ctx.update_and_generate_response(now, res, walk_all=walk_all)
+            assert out.error_code == 0
+            sent += len(out.partitions)
+            previous[i] = res
+            s[1] += 1
+            ops += 1
+            now += 1
+    return ops / (time.perf_counter() - start), sent / ops
+
+
 def bench_incremental_partitions_only(n_parts: int, seconds: float) -> float:
     """Quiet sessions: the broker asks ctx.partitions() (what to read), nothing changed since the last fetch."""
     cache, manager, names, tps, data, results, sessions = build(n_parts)
@@ -135,12 +186,15 @@ def main() -> None:
     args = ap.parse_args()
     print(f"session engine, {LIVE_SESSIONS} live sessions in an 8-shard cache, Fetch v{VERSION}")
     print(f"{'partitions/session':>18} {'full ctx/s':>12} {'incr ctx/s':>12} {'(partitions/resp)':>17} "
-          f"{'incr+partitions()/s':>20}")
+          f"{'incr+partitions()/s':>20} {'changed-only/s':>15} {'same, walked/s':>15}")
     for n in (100, 1000):
         full = bench_full(n, args.seconds)
         incr, per_resp = bench_incremental(n, args.seconds)
         incr_p = bench_incremental_partitions_only(n, args.seconds)
-        print(f"{n:>18} {full:>12,.0f} {incr:>12,.0f} {per_resp:>17.1f} {incr_p:>20,.0f}")
+        changed, _ = bench_incremental_changed(n, args.seconds)
+        walked, _ = bench_incremental_changed(n, args.seconds, walk_all=True)
+        print(f"{n:>18} {full:>12,.0f} {incr:>12,.0f} {per_resp:>17.1f} {incr_p:>20,.0f} {changed:>15,.0f}"
+              f" {walked:>15,.0f}")
     print("engine cost per call on a quiet session (us): new_context / update_and_generate_response / partitions()")
     for n in (10, 100, 1000):
         nc, up, pa = engine_costs(n)

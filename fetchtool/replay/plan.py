@@ -24,7 +24,8 @@ from typing import Any, cast
 
 from fetchtool.exchange import FETCH, Exchange
 from fetchtool.protocol.connection import OrphanResponse
-from fetchtool.sessions.partitions import ZERO_UUID, PartitionData, PartitionResult, TopicIdPartition, TopicPartition
+from fetchtool.sessions.partitions import (ZERO_UUID, PartitionData, PartitionResult, ReadResults, TopicIdPartition,
+                                           TopicPartition)
 
 _set = object.__setattr__
 
@@ -314,7 +315,7 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse]) -> ReplayPlan:
     # PartitionResult object again while its value is unchanged, so the simulation's dict lookups hit identical
     # objects and the engine's "same result object" fast path fires (values are equal either way).
     interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]] = {}
-    last_reads: list[dict[TopicIdPartition, PartitionResult]] = [{} for _ in groups]
+    last_reads: list[ReadResults] = [ReadResults() for _ in groups]
     # Per stream and step: the wanted tuple once its request is applied, then the step's PlannedFetch.
     planned: list[list[Any]] = [[None] * len(g) for g in groups]
     # Requests must be applied in request order within a stream; responses are globally ordered. Requests of one
@@ -355,8 +356,11 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse]) -> ReplayPlan:
                 info.partitions.add(rp.partition)
         records_bytes = None if ex.response_partitions is None else summed
         wanted = planned[i][j]
-        reads: dict[TopicIdPartition, PartitionResult] = {}
         previous = last_reads[i]
+        # The reads say which partitions' results are not the very objects of the stream's previous reads, so that
+        # the engine's incremental response visits only those (sessions.ReadResults).
+        reads = ReadResults(since=previous)
+        last = previous.get
         for w in wanted:
             got = in_response.get(w.tp) if in_response else None
             if got is None:
@@ -367,8 +371,15 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse]) -> ReplayPlan:
                 got.error_code, got.high_watermark, got.last_stable_offset, got.log_start_offset, got.records_bytes,
                 got.diverging_epoch, got.preferred_read_replica,
             )
-            before = previous.get(w.key)
+            before = last(w.key)
             reads[w.key] = before if before is not None and before == result else result
+        # Worked out once the reads are complete: two wanted partitions can share one broker key (a topic seen
+        # under its name and under its id), and the later read is the one the mapping keeps.
+        changed: list = []
+        for key, result in reads.items():
+            if last(key) is not result:
+                changed += (key, result)
+        reads.changed = tuple(changed)
         last_reads[i] = reads
         planned[i][j] = _planned_fetch(ex, ms, wanted, reads, records_bytes)
 

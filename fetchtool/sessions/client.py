@@ -89,9 +89,17 @@ def topic_id_summary(partitions: Iterable[tuple[TopicPartition, PartitionData]])
     number of partitions without a topic id. Lets a caller that sends the same set again reuse it (build_from)."""
     names: dict[uuid.UUID, str] = {}
     without = 0
+    last = None        # partitions of one topic share its id object: skip the (Python-level) UUID hash for them
+    last_zero = False
     for tp, data in partitions:
         tid = data.topic_id
-        if tid.int == 0:
+        if tid is last:
+            if last_zero:
+                without += 1
+            continue
+        last = tid
+        last_zero = tid.int == 0
+        if last_zero:
             without += 1
         elif tid not in names:
             names[tid] = tp.topic
@@ -207,6 +215,18 @@ class FetchSessionHandler:
         ``partitions`` is copied, never kept or changed.
         """
         names, without = summary if summary is not None else topic_id_summary(partitions.items())
+        md = self.next_metadata
+        if md.epoch != 0 and md.epoch != -1 and partitions == self.session_partitions:
+            # What _build's unchanged case gives (nothing to send, forget or replace; the session as it is),
+            # without copying the caller's partitions first.
+            can_use_topic_ids = without == 0
+            if not can_use_topic_ids:
+                self.session_topic_names = {}
+            elif names != self.session_topic_names:
+                self.session_topic_names = dict(names)
+            session = self.session_partitions
+            return FetchRequestData({}, [], [], dict(session) if copy_session_partitions else session, md,
+                                    can_use_topic_ids)
         return _build(self, dict(partitions), dict(names), without, copy_session_partitions)
 
     # ------------------------------------------------------------------------------------- responses
@@ -295,8 +315,8 @@ class FetchSessionHandler:
             return True
         session = self.session_partitions
         names = self.session_topic_names
-        if (all(tp in session for tp in response_partitions)
-                and (version < 13 or all(i in names for i in response_topic_ids))):
+        if (all(map(session.__contains__, response_partitions))
+                and (version < 13 or all(map(names.__contains__, response_topic_ids)))):
             problem = None      # what verify_incremental_fetch_response_partitions says, without building lists
         else:
             problem = self.verify_incremental_fetch_response_partitions(response_partitions, response_topic_ids,

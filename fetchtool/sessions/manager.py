@@ -14,7 +14,7 @@ from typing import Iterable, Iterator, Mapping
 from . import errors
 from .cache import FetchSessionCache
 from .metadata import FINAL_EPOCH, INVALID_SESSION_ID, MAX_INT, FetchMetadata
-from .partitions import PartitionData, PartitionResult, TopicIdPartition
+from .partitions import PartitionData, PartitionResult, ReadResults, TopicIdPartition
 from .session import CachedPartition, FetchSession
 
 TOPIC_IDS_MIN_VERSION = 13   # Fetch v13 replaced topic names by topic ids
@@ -222,7 +222,16 @@ class IncrementalFetchContext(FetchContext):
                     cp.maybe_resolve_unknown_name(names)
         return [(cp.tip, cp.req) for cp in values]
 
-    def update_and_generate_response(self, now_ms, results) -> FetchOutcome:
+    def update_and_generate_response(self, now_ms, results, walk_all: bool = False) -> FetchOutcome:
+        """The response, from the broker's reads of the session's partitions.
+
+        Kafka's PartitionIterator walks every partition of the session on every incremental fetch. When
+        ``results`` is a ReadResults derived from the one this session last answered from, only its changed
+        partitions, those added to the session since and those the last response must repeat are visited, in
+        ``results`` order; every other one is settled (same result object, nothing to send, nothing to update),
+        so the response and the session are the same as the walk's. ``walk_all`` forces the walk (the reference
+        the fast path is tested against).
+        """
         session = self.session
         if session.epoch != self._expected_epoch:
             # Another request on this session was processed in between ("Possible duplicate request").
@@ -232,13 +241,19 @@ class IncrementalFetchContext(FetchContext):
         selected: list[tuple[TopicIdPartition, PartitionResult]] = []
         append = selected.append
         moved: list[tuple[TopicIdPartition, CachedPartition]] = []
-        # This loop visits every partition of the session on every incremental fetch, as Kafka's
-        # PartitionIterator does, so it is kept tight: a result object identical to the last one applied to a
-        # partition that was not selected then cannot be selected now (results are immutable).
-        for tp, resp in results.items():
+        revisit: list[TopicIdPartition] = []
+        since = getattr(results, "since", None)
+        items: Iterable[tuple[TopicIdPartition, PartitionResult]]
+        if since is not None and since is session.answered and not walk_all:
+            items = _changed_items(session, results)
+        else:
+            items = results.items()
+        for tp, resp in items:
             cp = get(tp)
             if cp is None:          # the Java port's null guard
                 continue
+            # A result object identical to the last one applied to a partition that was not selected then cannot
+            # be selected now (results are immutable).
             if resp is cp.last_resp and not cp.last_must:
                 continue
             # Inlined CachedPartition.maybe_update_response_data(resp, update=True).
@@ -255,8 +270,12 @@ class IncrementalFetchContext(FetchContext):
             if resp.error_code:
                 cp.high_watermark = -1     # re-send once the error clears
                 must = True
+                revisit.append(tp)
             elif resp.preferred_read_replica != -1 or resp.diverging_epoch >= 0:
                 must = True
+                revisit.append(tp)
+            elif records > 0:
+                revisit.append(tp)
             cp.last_resp = resp
             cp.last_must = must
             if must:
@@ -267,6 +286,11 @@ class IncrementalFetchContext(FetchContext):
         for tp, cp in moved:
             del pmap[tp]
             pmap[cp.tip] = cp
+        # Only an immutable ReadResults can be what a later one says it changed from.
+        session.answered = results if isinstance(results, ReadResults) else None
+        session.revisit = revisit
+        if session.added:
+            session.added = []
         return FetchOutcome(errors.NONE, session.id, 0, tuple(selected))
 
     def throttled_response(self, throttle_ms: int) -> FetchOutcome:
@@ -286,6 +310,23 @@ class IncrementalFetchContext(FetchContext):
             if cp is not None and cp.maybe_update_response_data(resp, False):
                 out.append(tp)
         return out
+
+
+def _changed_items(session: FetchSession, results: ReadResults) -> Iterable[tuple[TopicIdPartition, PartitionResult]]:
+    """The (partition, result) pairs of ``results`` an incremental response must look at, in ``results`` order,
+    given that the session last answered from ``results.since``: the changed ones, when every partition the session
+    must look at again (FetchSession.revisit, .added) is among them; otherwise all of them (rare: a partition that
+    repeats a result with records, an error, ..., or was re-added with an unchanged result)."""
+    extra = session.revisit
+    if session.added:
+        extra = extra + session.added
+    if extra:
+        get, before = results.get, results.since.get   # type: ignore[union-attr]
+        for tp in extra:
+            if get(tp, before) is before(tp):       # unchanged (or absent: the sentinel never matches)
+                return results.items()
+    flat = iter(results.changed)
+    return zip(flat, flat)
 
 
 class FetchManager:

@@ -112,3 +112,37 @@ class PartitionResult:
         _set(self, "records_size", records_size)
         _set(self, "diverging_epoch", diverging_epoch)
         _set(self, "preferred_read_replica", preferred_read_replica)
+
+
+class ReadResults(dict):
+    """Partition results (TopicIdPartition -> PartitionResult) that say what changed since an earlier mapping.
+
+    ``since`` is the ReadResults these were derived from (or None); ``changed`` lists the keys, in this mapping's
+    order, whose result is not the very object ``since`` holds for them (or which ``since`` lacks), each followed
+    by its result: (key, result, key, result, ...), so that reading them needs no hashing. Every other key maps to
+    the identical object. An incremental context whose session last answered from ``since`` then visits only the
+    changed partitions, instead of walking every partition of the session as Kafka's PartitionIterator does; the
+    response and the session are the same either way (tests/sessions/test_changed_partitions_property.py).
+
+    A ReadResults is not changed once made (the engine relies on ``since`` still holding what it answered from).
+    It keeps ``since`` alive: a caller that derives a long chain should drop ``since`` from the older ones.
+    """
+
+    __slots__ = ("since", "changed")
+
+    def __init__(self, items=(), since: ReadResults | None = None, changed: tuple = ()) -> None:
+        super().__init__(items)
+        self.since = since
+        self.changed = changed
+
+    @classmethod
+    def derive(cls, since: ReadResults | None, items) -> ReadResults:
+        """The results ``items`` (pairs or a mapping), with ``changed`` worked out against ``since``."""
+        out = cls(items, since)
+        get = since.get if since is not None else {}.get
+        changed: list = []
+        for k, v in out.items():
+            if get(k) is not v:
+                changed += (k, v)
+        out.changed = tuple(changed)
+        return out

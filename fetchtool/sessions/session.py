@@ -121,7 +121,7 @@ class FetchSession:
     """
 
     __slots__ = ("id", "privileged", "partition_map", "uses_topic_ids", "creation_ms", "last_used_ms", "epoch",
-                 "cached_size", "_in_all", "_in_priv", "_lu_pushed", "_size_pushed")
+                 "cached_size", "_in_all", "_in_priv", "_lu_pushed", "_size_pushed", "answered", "revisit", "added")
 
     def __init__(self, session_id: int, privileged: bool, partition_map: dict[TopicIdPartition, CachedPartition],
                  uses_topic_ids: bool, creation_ms: int, last_used_ms: int, epoch: int) -> None:
@@ -138,6 +138,14 @@ class FetchSession:
         self._in_priv = False
         self._lu_pushed: int | None = None
         self._size_pushed = -1
+        # What lets an incremental response visit only the partitions that changed (manager.IncrementalFetchContext):
+        # the ReadResults the last incremental response was generated from (None: none, or a plain mapping), the
+        # partitions that response must carry again given the same results (``revisit``), and the partitions added
+        # to the session since (``added``). Every other partition it answered from is settled: given the same
+        # result object it is left out and nothing about it changes.
+        self.answered: Mapping | None = None
+        self.revisit: list[TopicIdPartition] = []
+        self.added: list[TopicIdPartition] = []
 
     @property
     def size(self) -> int:
@@ -155,10 +163,13 @@ class FetchSession:
         """Apply an incremental request: add or update every sent partition, then drop every forgotten one.
         (Kafka also returns the added/updated/removed lists, for a debug log line nobody here reads.)"""
         pmap = self.partition_map
+        added = self.added if self.answered is not None else None
         for tp, req in fetch_data.items():
             cp = pmap.get(tp)
             if cp is None:
                 pmap[tp] = CachedPartition(tp, req)
+                if added is not None:
+                    added.append(tp)
             else:
                 cp.update_request_params(req)
         for tp in to_forget:
