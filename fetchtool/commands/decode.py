@@ -33,7 +33,8 @@ def main(
     format: Format | None = typer.Option(
         None, "--format", "-f", help="stdout format: jsonl (default without --out) or table."
     ),
-    out: Path | None = typer.Option(None, "--out", help="Write exchanges.parquet and partitions.parquet here."),
+    out: Path | None = typer.Option(None, "--out", help="Write exchanges.parquet and partitions.parquet here "
+                                    "(--engine spark: the exchanges, partitions, sessions and findings datasets)."),
     port: list[int] | None = typer.Option(
         None, "--port", help="Broker port (repeatable). Default: detect the broker side from the traffic."
     ),
