@@ -489,23 +489,25 @@ def analysis_stage(conn_ids: dict, names: dict, last_ts: float | None, cache_slo
 def table_stage(conn_ids: dict, names: dict, which: str):
     """mapInArrow function for decode --out: stage 1's item rows -> rows of the exchanges or partitions table,
     with the capture date and broker the datasets are partitioned by."""
-    import polars as pl
+    import pyarrow as pa
 
-    from .tables import exchanges_frame, partitions_frame
+    from .tables import exchanges_batch, partitions_batch
 
-    frame_of = exchanges_frame if which == "exchanges" else partitions_frame
+    batch_of = exchanges_batch if which == "exchanges" else partitions_batch
 
     def run(batches):
         chunk: list[Exchange] = []
 
         def flush():
-            df = frame_of(chunk)
+            batch = batch_of(chunk)
             ex_date = {(ex.conn, ex.request_frame, ex.correlation_id): (_date(ex.ts), ex.broker) for ex in chunk}
-            keys = list(zip(df["conn"].to_list(), df["request_frame"].to_list(), df["correlation_id"].to_list()))
+            keys = zip(*(batch.column(c).to_pylist() for c in ("conn", "request_frame", "correlation_id")))
             dates = [ex_date[k] for k in keys]
-            df = df.with_columns(pl.Series("capture_date", [d for d, _b in dates], dtype=pl.Utf8),
-                                 pl.Series("broker_dir", [dir_name(b) for _d, b in dates], dtype=pl.Utf8))
-            yield from _plain_types(df.to_arrow()).to_batches()
+            batch = pa.RecordBatch.from_arrays(
+                [*batch.columns, pa.array([d for d, _b in dates], pa.string()),
+                 pa.array([dir_name(b) for _d, b in dates], pa.string())],
+                names=[*batch.schema.names, "capture_date", "broker_dir"])
+            yield from _plain_types(pa.Table.from_batches([batch])).to_batches()
 
         for _broker, _key, it in finished_items(batches, conn_ids, names):
             if isinstance(it, Exchange):
@@ -520,7 +522,7 @@ def table_stage(conn_ids: dict, names: dict, which: str):
 
 
 def _plain_types(table):
-    """polars writes large_string; Spark's Arrow reader takes string."""
+    """The tables' large_string columns as string: Spark's Arrow reader takes string."""
     import pyarrow as pa
 
     return table.cast(pa.schema([pa.field(f.name, pa.string() if f.type == pa.large_string() else f.type)
