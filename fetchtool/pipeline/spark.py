@@ -127,7 +127,7 @@ def _tail(log) -> str:
 
 def map_in_arrow(df, func, schema: str):
     """df.mapInArrow(func, schema), without the pandas check PySpark makes first (Arrow-only stages need no
-    pandas; fetchtool[spark] does not install it)."""
+    pandas; fetchtool[spark] does not install it). PySpark 4's internals, hence pyspark>=4.0 in pyproject."""
     from pyspark.sql import DataFrame
     from pyspark.sql.udf import _create_udf
     from pyspark.util import PythonEvalType
