@@ -54,8 +54,8 @@ class _OneLineUsageErrors(TyperGroup):
         return _no_metavar(super().get_help_option(ctx))
 
     def format_help(self, ctx, formatter):
-        _draw_help()
-        return super().format_help(ctx, formatter)
+        with _drawing_help():
+            return super().format_help(ctx, formatter)
 
 
 class _LazyCommands(MutableMapping[str, Command]):
@@ -120,17 +120,31 @@ class _Command(TyperCommand):
         return _no_metavar(super().get_help_option(ctx))
 
     def format_help(self, ctx, formatter):
-        _draw_help()
-        return super().format_help(ctx, formatter)
+        with _drawing_help():
+            return super().format_help(ctx, formatter)
 
 
 _help_drawn = False
 
 
-def _draw_help() -> None:
+@contextmanager
+def _drawing_help():
+    """A help screen ends as a command does when its output cannot be written: a reader that went away
+    (`fetchtool --help | head -1`) is exit 0, a full disk one `error:` line and exit 1, never a traceback."""
     global _help_drawn
     _help_drawn = True
     import_help_renderer()
+    try:
+        yield
+    except SystemExit as exc:
+        # rich's own answer to a closed pipe (Console.on_broken_pipe: stdout to /dev/null, exit 1) is the only
+        # way drawing help exits
+        raise SystemExit(0 if exc.code == 1 else exc.code) from None
+    except OSError as exc:
+        from fetchtool.commands.output import fail
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        fail(f"cannot write the help: {exc.strerror or exc}")
 
 
 def help_drawn() -> bool:

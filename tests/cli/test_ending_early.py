@@ -5,6 +5,7 @@ asked for: --width N, or $COLUMNS when the output is piped."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -59,6 +60,25 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(command):
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 0, err
     assert "Traceback" not in err and "Broken pipe" not in err and "BrokenPipe" not in err
+
+
+@pytest.mark.parametrize("args", [["--help"], ["analyze", "--help"], ["decode", "-h"]], ids=" ".join)
+def test_a_help_screen_whose_reader_goes_away_ends_quietly(args):
+    proc = popen(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0, err
+    assert err == ""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["--help"], ["savings", "--help"]], ids=" ".join)
+def test_a_help_screen_on_a_full_disk_is_one_error_line(args):
+    with open("/dev/full", "w") as full:
+        proc = popen(*args, stdout=full, stderr=subprocess.PIPE)
+        err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 1
+    assert err == "error: cannot write the help: No space left on device\n"
 
 
 def test_replay_byte_counts_that_differ_from_the_capture_are_explained():
