@@ -116,6 +116,12 @@ def decode_events(
     conns: dict[int, KafkaConnection] = {}
     detecting: set[KafkaConnection] = set()  # connections still holding events back
 
+    def opened(conn: int) -> KafkaConnection:
+        report.connections += 1   # ids are unique within a decode run, across files: the count so far
+        c = conns[conn] = KafkaConnection(report.connections, ctx)
+        detecting.add(c)
+        return c
+
     def push(items: Iterable) -> None:
         nonlocal seq
         for it in items:
@@ -155,16 +161,13 @@ def decode_events(
             # A message's many packets at once: those that only fill a frame are taken in one call; any other
             # piece goes through as its own event, exactly as without runs.
             c = conns.get(ev.conn)
+            if c is None:
+                c = opened(ev.conn)
             i, n = 0, len(ev.pieces)
             while i < n:
-                if c is not None:
-                    i = c.feed_within_frames(ev, i)
-                    if i == n:
-                        break
-                else:
-                    report.connections += 1
-                    c = conns[ev.conn] = KafkaConnection(report.connections, ctx)
-                    detecting.add(c)
+                i = c.feed_within_frames(ev, i)  # takes nothing while the connection is not framed as Kafka
+                if i == n:
+                    break
                 items = c.feed(ev.event(i))
                 i += 1
                 if items:
@@ -186,9 +189,7 @@ def decode_events(
             continue
         c = conns.get(ev.conn)
         if c is None:
-            report.connections += 1   # ids are unique within a decode run, across files: the count so far
-            c = conns[ev.conn] = KafkaConnection(report.connections, ctx)
-            detecting.add(c)
+            c = opened(ev.conn)
         if isinstance(ev, StreamGap):
             report.gaps += 1
             report.lost_bytes += ev.lost_bytes
