@@ -373,13 +373,9 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse]) -> ReplayPlan:
             )
             before = last(w.key)
             reads[w.key] = before if before is not None and before == result else result
-        # Worked out once the reads are complete: two wanted partitions can share one broker key (a topic seen
-        # under its name and under its id), and the later read is the one the mapping keeps.
-        changed: list = []
-        for key, result in reads.items():
-            if last(key) is not result:
-                changed += (key, result)
-        reads.changed = tuple(changed)
+        # Settled once the reads are complete: two wanted partitions can share one broker key (a topic seen under
+        # its name and under its id), and the later read is the one the mapping keeps.
+        reads.settle()
         last_reads[i] = reads
         planned[i][j] = _planned_fetch(ex, ms, wanted, reads, records_bytes)
 

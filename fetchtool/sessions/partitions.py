@@ -139,10 +139,15 @@ class ReadResults(dict):
     def derive(cls, since: ReadResults | None, items) -> ReadResults:
         """The results ``items`` (pairs or a mapping), with ``changed`` worked out against ``since``."""
         out = cls(items, since)
-        get = since.get if since is not None else {}.get
+        out.settle()
+        return out
+
+    def settle(self) -> None:
+        """Work out ``changed`` against ``since``, once the mapping is complete (a key set twice while it was
+        filled is listed once, with the result it kept)."""
+        get = self.since.get if self.since is not None else {}.get
         changed: list = []
-        for k, v in out.items():
+        for k, v in self.items():
             if get(k) is not v:
                 changed += (k, v)
-        out.changed = tuple(changed)
-        return out
+        self.changed = tuple(changed)
