@@ -8,8 +8,9 @@ thinned away.
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
+
+from fetchtool.analysis.tracking.int_columns import append_int, int_column
 
 MAX_POINTS = 2000
 
@@ -77,14 +78,11 @@ class _Points:
     __slots__ = ("t_ms", "live")
 
     def __init__(self) -> None:
-        self.t_ms: array | list = array("q")
-        self.live: array | list = array("q")
+        self.t_ms = int_column()
+        self.live = int_column()
 
     def add(self, t_ms: int, n: int) -> None:
-        try:
-            self.t_ms.append(t_ms)
-        except OverflowError:
-            self.t_ms = [*self.t_ms, t_ms]
+        self.t_ms = append_int(self.t_ms, t_ms)
         self.live.append(n)
 
     def series(self) -> Series:

@@ -7,6 +7,8 @@ from array import array
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from fetchtool.analysis.tracking.int_columns import append_int, int_column
+
 # Event kinds, in the order Kafka handles things that happen in the same millisecond.
 # RESTART: the broker was lost with its whole cache (analysis.connections).
 RESTART, CLOSE, ABSENT, PRESENT, TOUCH, CREATE, REFUSE = range(7)
@@ -33,26 +35,17 @@ class CacheLog:
     __slots__ = ("t_ms", "kinds", "session_ids", "sizes", "privileged", "keys")
 
     def __init__(self) -> None:
-        self.t_ms: array | list = array("q")
+        self.t_ms = int_column()
         self.kinds = bytearray()
-        self.session_ids: array | list = array("q")
-        self.sizes: array | list = array("q")
+        self.session_ids = int_column()
+        self.sizes = int_column()
         self.privileged = bytearray()
         self.keys: list = []
 
     def append(self, t_ms: int, kind: int, session_id: int, size: int, privileged: bool, key=None) -> None:
-        try:
-            self.t_ms.append(t_ms)
-        except OverflowError:  # an absurd time: this column becomes a list
-            self.t_ms = [*self.t_ms, t_ms]
-        try:
-            self.session_ids.append(session_id)
-        except OverflowError:
-            self.session_ids = [*self.session_ids, session_id]
-        try:
-            self.sizes.append(size)
-        except OverflowError:
-            self.sizes = [*self.sizes, size]
+        self.t_ms = append_int(self.t_ms, t_ms)
+        self.session_ids = append_int(self.session_ids, session_id)
+        self.sizes = append_int(self.sizes, size)
         self.kinds.append(kind)
         self.privileged.append(bool(privileged))
         self.keys.append(key)

@@ -145,9 +145,7 @@ class TrafficTracker:
             st = session.traffic
             if st is None:
                 st = session.traffic = TrafficStats()
-            pair = self.pairs.get(pkey := (client.host, client.client_id, session.broker))
-            if pair is None:
-                pair = self.pairs[pkey] = PairTraffic()
+            pair = self._pair(client, session.broker)
         else:
             b = self.session_brokers.get(ex.broker)
             key = (client, ex.broker if b is None else b.broker, session)  # the tracker's string (memory)
@@ -207,11 +205,14 @@ class TrafficTracker:
             ev[2].add(b)
 
     def _cell(self, client, broker: str) -> tuple[TrafficStats, PairTraffic]:
+        return TrafficStats(), self._pair(client, broker)
+
+    def _pair(self, client, broker: str) -> PairTraffic:
         pkey = (client.host, client.client_id, broker)
         pair = self.pairs.get(pkey)
         if pair is None:
             pair = self.pairs[pkey] = PairTraffic()
-        return TrafficStats(), pair
+        return pair
 
     # -- results: sums of cells ------------------------------------------------------------------------------
     def _all_cells(self):
