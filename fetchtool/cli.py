@@ -155,9 +155,6 @@ def help_drawn() -> bool:
 def _no_metavar(option):
     if option is not None:
         option.metavar = ""  # not `--help <bool>`
-        # False, not None, when not given: typer passes a bool flag's bool through as it is, but coerces a None
-        # through pydantic, and importing pydantic for the root's --help cost `fetchtool CMD --help` 70 ms
-        option.default = False
     return option
 
 

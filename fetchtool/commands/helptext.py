@@ -6,12 +6,14 @@ engineer. Each parameter gets a readable metavar instead (CAPTURE..., N, FILE), 
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import sys
 import types
-import typing
-from pathlib import Path
+
+from typer._click.types import FloatParamType, IntParamType
+from typer.models import TyperPath as PathType
 
 # Options whose value has a name better than its type says; a command may still set its own metavar.
 NAMED = {"--format": "FORMAT", "--output": "FILE", "--out": "DIR", "--client": "CLIENT", "--broker": "BROKER",
@@ -25,16 +27,14 @@ BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
 def readable_metavar(param) -> str:
     if getattr(param, "is_flag", False):
         return ""
-    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
-    kind = typing.get_args(annotation)[0] if typing.get_args(annotation) else annotation
     if not param.opts or not param.opts[0].startswith("-"):  # an argument
         return param.name.upper() + ("..." if param.nargs != 1 else "")
     long = next((o for o in param.opts if o.startswith("--")), param.opts[0])
     if long in NAMED:
         return NAMED[long]
-    if kind in (int, float):
+    if isinstance(param.type, (IntParamType, FloatParamType)):
         return "N"
-    if kind is Path:
+    if isinstance(param.type, PathType):
         return "PATH"
     return long.lstrip("-").upper().replace("-", "_")
 
@@ -44,12 +44,14 @@ def set_metavars(params) -> None:
         if param.metavar is None:
             param.metavar = readable_metavar(param)
         if not param.opts or not param.opts[0].startswith("-"):
-            # an argument's type column ignores its metavar: its name (CAPTURE...) already says what it takes
-            param.display_type_rich = lambda ctx=None: None
-            # and the usage line adds its own "...": {CAPTURE}..., not {CAPTURE...}...
+            # an argument's type column shows its type's metavar (`<path>`): its name (CAPTURE...) already says
+            # what it takes. A copy of the type, so that no other parameter sharing it loses its metavar.
+            param.type = copy.copy(param.type)
+            param.type.get_metavar = lambda param=None, ctx=None: ""
+            # and the usage line reads {CAPTURE}..., as click writes a repeated argument, not {CAPTURE...}
             bare = param.metavar.removesuffix("...")
             usage = (f"{{{bare}}}" if param.required else f"[{bare}]") + ("..." if param.nargs != 1 else "")
-            param._usage_display_name = lambda usage=usage: usage
+            param.get_usage_pieces = lambda ctx=None, usage=usage: [usage]
 
 
 def flag_given_a_value(params, args: list[str]) -> str | None:

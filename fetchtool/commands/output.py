@@ -7,6 +7,7 @@ HTML, JSON and --output files), `warn` and `fail`.
 
 from __future__ import annotations
 
+import ast
 import logging
 import math
 import os
@@ -44,6 +45,11 @@ def bad_option(message: str) -> NoReturn:
     fail(message, USAGE)
 
 
+# The value click's types refuse, quoted as repr() writes it, and what they wanted
+_REFUSED = re.compile(r"^(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\") is not (?:a valid (?P<kind>[\w ]+)|one of )")
+_NUMBER_WORDS = {"int": "integer", "float": "number", "integer": "integer"}
+
+
 def usage_error_line(exc) -> str:
     """What click refused on the command line (a click UsageError), worded like the commands' own checks:
     "--cache-slots should be a valid integer, got 'abc'", "unknown --format 'xx' (choose from jsonl, table)",
@@ -54,17 +60,14 @@ def usage_error_line(exc) -> str:
     name = (param.opts or [param.name])[0] if param is not None else None
     if isinstance(exc, MissingParameter) and param is not None and name:
         return f"missing {param.param_type_name} {name}"
-    errors = exc.__cause__.errors() if hasattr(exc.__cause__, "errors") else None
-    if isinstance(exc, BadParameter) and name and errors and "input" in errors[0]:
-        # typer validates values with pydantic: its first error holds the message and the value it refused
-        value = errors[0]["input"]
-        kind = getattr(param, "type_descriptor", None)
-        if kind is not None and kind.is_choice and kind.choices:
-            return choice_error(value, name, [getattr(c, "value", c) for c in kind.choices])
-        message = re.sub(r", unable to .*$", "", " ".join(str(errors[0]["msg"]).split()).rstrip("."))
-        if message.startswith("Input should"):  # "Input should be a valid integer"
-            return f"{name} {message[len('Input '):]}, got {value!r}"
-        return f"{name}: {message[:1].lower() + message[1:]} (got {value!r})"
+    refused = _REFUSED.match(exc.message) if isinstance(exc, BadParameter) else None
+    if refused and param is not None and name:  # click's "'abc' is not a valid int." / "'xml' is not one of 'jsonl', 'table'."
+        value, kind = ast.literal_eval(refused["value"]), refused["kind"]
+        choices = getattr(param.type, "choices", None)
+        if choices:
+            return choice_error(value, name, [getattr(c, "value", c) for c in choices])
+        if kind in _NUMBER_WORDS:
+            return f"{name} should be a valid {_NUMBER_WORDS[kind]}, got {value!r}"
     text = " ".join(exc.format_message().split()).rstrip(".")
     text = re.sub(r"'(-{1,2}[\w-]+)'", r"\1", text)  # "option '--port' requires an argument": no quotes on options
     text = text.replace(". Did you mean", "; did you mean").replace("(Possible options:", "(possible options:")

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from typing import TYPE_CHECKING
 
 from fetchtool.exchange import Exchange
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 # Below this a bar would only flicker.
 MIN_BYTES_FOR_BAR = 20 * 1024 * 1024
@@ -23,8 +25,12 @@ class CaptureProgress:
         self.total = sum(os.path.getsize(p) for p in captures if os.path.isfile(p))
         self.enabled = console.is_terminal and self.total >= MIN_BYTES_FOR_BAR
         self.done = 0
-        self._bar = Progress(TextColumn("decoding"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                             console=console, transient=True) if self.enabled else None
+        self._bar: Progress | None = None
+        if self.enabled:  # rich.progress is imported only to draw a bar: a pipe or a small capture never needs it
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._bar = Progress(TextColumn("decoding"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                                 console=console, transient=True)
         self._task: TaskID | None = None  # the bar's task, once entered
 
     def __enter__(self) -> CaptureProgress:

@@ -16,10 +16,6 @@ from functools import cache
 from importlib import import_module
 from typing import Mapping
 
-from kio.schema.errors import ErrorCode
-from kio.serial import entity_writer
-from kio.static.primitive import i32Timedelta
-
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
 from .headers import API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, api_name
 
@@ -132,6 +128,8 @@ def _kio_reader(api_key: int, version: int, kind: str):
 
 @cache
 def _kio_writer(api_key: int, version: int, kind: str):
+    from kio.serial import entity_writer  # kio's serial layer (and asyncio under it) only when a body needs kio
+
     mod = _kio_module(api_key, version, kind)
     return entity_writer(getattr(mod, _ENTITY[api_key] + kind.capitalize()))
 
@@ -324,6 +322,9 @@ def encode_response(api_key: int, version: int, body) -> bytes:
         mod = _kio_module(api_key, version, "response")
         return _kio_write(api_key, version, "response", snapshot_response_to_kio(body, mod))
     if api_key == METADATA and 10 <= version <= 13:
+        from kio.schema.errors import ErrorCode
+        from kio.static.primitive import i32Timedelta
+
         mod = _kio_module(api_key, version, "response")
         topics = tuple(
             mod.MetadataResponseTopic(
