@@ -10,13 +10,13 @@ by a thread, pyarrow encoding and compressing it without the GIL while the decod
 
 from __future__ import annotations
 
-import sys
+import gc
 import threading
 from array import array
 from collections.abc import Iterable
 from itertools import chain, repeat
 from operator import attrgetter
-from struct import Struct
+from struct import Struct, pack
 from struct import error as StructError
 from pathlib import Path
 from typing import Any
@@ -91,10 +91,9 @@ PARTITION_ARROW = pa.schema([(c, _ARROW[k]) for c, k in PARTITION_COLUMNS.items(
 # The exchanges table's columns as Exchange attributes (the count of response partitions is a property).
 _EXCHANGE_GETTERS = [attrgetter("response_partition_count" if c == "response_partitions" else c)
                      for c in EXCHANGE_COLUMNS]
-_KINDS = tuple((entry, attr, kind._fields, pa.struct([(f, _ARROW[PARTITION_COLUMNS[f]]) for f in kind._fields]))
-               for entry, attr, kind in (("request", "request_partitions", RequestPartition),
-                                         ("forgotten", "forgotten_partitions", ForgottenPartition),
-                                         ("response", "response_partitions", ResponsePartition)))
+_KINDS = (("request", "request_partitions", RequestPartition._fields),
+          ("forgotten", "forgotten_partitions", ForgottenPartition._fields),
+          ("response", "response_partitions", ResponsePartition._fields))
 _VALUE_TYPES = [(c, _ARROW[k]) for c, k in PARTITION_COLUMNS.items() if c not in _KEY_COLUMNS]
 _KEY_FIELDS = ("file", "conn", "request_frame", "correlation_id", "api_key")
 
@@ -136,7 +135,7 @@ def partition_pieces(exchanges: list[Exchange]) -> list[pa.RecordBatch]:
     """partitions_batch's rows as one record batch per kind of entry (none for a kind without entries): the
     Parquet writer takes them as they are, one row group, without copying them into one batch first."""
     pieces = []
-    for entry, attr, fields, row_type in _KINDS:
+    for entry, attr, fields in _KINDS:
         owners: list[Exchange] = []  # the exchanges with entries of this kind, and how many each has
         counts: list[int] = []
         rows: list[tuple] = []
@@ -149,7 +148,7 @@ def partition_pieces(exchanges: list[Exchange]) -> list[pa.RecordBatch]:
         if not rows:
             continue
         n = len(rows)
-        values = dict(zip(fields, _kind_columns(rows, fields, row_type)))
+        values = dict(zip(fields, _kind_columns(rows, fields)))
         columns = [_repeated([getattr(ex, k) for ex in owners], counts, k) for k in _KEY_FIELDS]
         columns.append(_repeated([entry], [n], "entry"))
         columns += [values[c] if c in values else pa.nulls(n, t) for c, t in _VALUE_TYPES]
@@ -157,16 +156,18 @@ def partition_pieces(exchanges: list[Exchange]) -> list[pa.RecordBatch]:
     return pieces
 
 
-def _kind_columns(rows: list[tuple], fields: tuple[str, ...], row_type: pa.StructType) -> list[pa.Array]:
-    """The entries of one kind as one typed column per field. pyarrow turns the tuples into a struct array in
-    one call (about twice as fast as a list per column); a value it will not take as it is (a bool, a value
-    out of range) sends the entries the way each column's values are converted one by one (_column)."""
+def _kind_columns(rows: list[tuple], fields: tuple[str, ...]) -> list[pa.Array]:
+    """The entries of one kind as one typed column per field: zip turns the rows into columns in one call."""
+    n = len(rows)
+    # zip makes an iterator per row, each freed at once: counted as allocations, they set off a collection
+    # every few batches that walked every live object (a sixth of this function's cost), for nothing to free
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        return pa.array(rows, type=row_type).flatten()
-    except (pa.ArrowTypeError, pa.ArrowInvalid):
-        flat = list(chain.from_iterable(rows))
-        width = len(fields)
-        return [_column(flat[i::width], f) for i, f in enumerate(fields)]
+        return [_column(values, f, n) for values, f in zip(zip(*rows), fields)]
+    finally:
+        if collecting:
+            gc.enable()
 
 
 # The key columns repeat a value for every entry of an exchange: built from bytes repeated per run of rows,
@@ -222,23 +223,26 @@ def _runs(values: list, counts: list[int]) -> tuple[list, list[int]]:
     return out_values, out_counts
 
 
-# array.array type codes of the integer columns: its C loop converts a list of ints several times faster than
-# pa.array does, and Arrow takes the buffer as it is (both little-endian here, like every platform pyarrow ships)
-_TYPECODES = {"i64": "q", "i32": "i", "i16": "h", "i8": "b"}
-_LITTLE_ENDIAN = sys.byteorder == "little" and array("i").itemsize == 4 and array("q").itemsize == 8
-
-
-def _column(values: list, name: str) -> pa.Array:
+def _column(values: tuple, name: str, n: int) -> pa.Array:
+    """One column of n values. The integers are packed by struct in one call (a few times faster than
+    pa.array converts them); a column holding one value throughout (-1 for what does not apply, a batch's
+    error code 0) is that value's bytes repeated, and a text column holding only None is a column of nulls."""
     kind = PARTITION_COLUMNS[name]
-    code = _TYPECODES.get(kind)
-    if code is not None and _LITTLE_ENDIAN:
-        try:
-            buf = array(code, values)
-        except (TypeError, OverflowError):  # a None, or a value out of range: pa.array says what it is
-            pass
+    if kind == "utf8":
+        if values.count(None) == n:
+            return pa.nulls(n, _ARROW[kind])
+        return pa.array(values, type=_ARROW[kind])
+    code = _PACKERS[kind].format[-1]
+    try:
+        first = values[0]
+        # the last and middle values tell a column that varies at no cost; count() makes sure of the rest
+        if type(first) is int and values[-1] == first == values[n >> 1] and values.count(first) == n:
+            data = _PACKERS[kind].pack(first) * n
         else:
-            return pa.Array.from_buffers(_ARROW[kind], len(values), [None, pa.py_buffer(buf)])
-    return pa.array(values, type=_ARROW[kind])
+            data = pack(f"={n}{code}", *values)
+    except StructError:  # a None, or a value out of range: pa.array says what it is
+        return pa.array(values, type=_ARROW[kind])
+    return pa.Array.from_buffers(_ARROW[kind], n, [None, pa.py_buffer(data)])
 
 
 def _empty(schema: pa.Schema) -> pa.RecordBatch:
