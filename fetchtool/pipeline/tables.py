@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import gc
 import threading
-from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import chain, repeat
-from operator import attrgetter
+from operator import attrgetter, countOf, itemgetter
 from struct import Struct, pack
 from struct import error as StructError
 from pathlib import Path
@@ -89,8 +88,25 @@ EXCHANGE_ARROW = pa.schema([(c, _ARROW[k]) for c, k in EXCHANGE_COLUMNS.items()]
 PARTITION_ARROW = pa.schema([(c, _ARROW[k]) for c, k in PARTITION_COLUMNS.items()])
 
 # The exchanges table's columns as Exchange attributes (the count of response partitions is a property).
-_EXCHANGE_GETTERS = [attrgetter("response_partition_count" if c == "response_partitions" else c)
-                     for c in EXCHANGE_COLUMNS]
+_error_code = itemgetter(ResponsePartition._fields.index("error_code"))
+_records_bytes = itemgetter(ResponsePartition._fields.index("records_bytes"))
+
+
+def _partition_errors(ex: Exchange) -> int | None:
+    """Exchange.partition_errors counted in C, as the JSONL row counts them (the property's generator cost more
+    than the rest of the row)."""
+    resp = ex.response_partitions
+    return None if resp is None else len(resp) - countOf(map(_error_code, resp), 0)
+
+
+def _total_records_bytes(ex: Exchange) -> int | None:
+    resp = ex.response_partitions
+    return None if resp is None else sum(map(_records_bytes, resp))
+
+
+_DERIVED: dict[str, Callable[[Exchange], Any]] = {"response_partitions": attrgetter("response_partition_count"), "partition_errors": _partition_errors,
+            "records_bytes": _total_records_bytes}
+_EXCHANGE_GETTERS = [_DERIVED.get(c) or attrgetter(c) for c in EXCHANGE_COLUMNS]
 _KINDS = (("request", "request_partitions", RequestPartition._fields),
           ("forgotten", "forgotten_partitions", ForgottenPartition._fields),
           ("response", "response_partitions", ResponsePartition._fields))
@@ -200,8 +216,9 @@ def _repeated_text(text: bytes, count: int) -> pa.Array:
     steps = _STEPS.get(size, b"")
     need = 8 * (count + 1)
     if len(steps) < need:
-        steps = array("q", range(0, size * (count + 1), size) if size else repeat(0, count + 1)).tobytes()
-        if count < _STEPS_KEPT:
+        rows = count if count >= _STEPS_KEPT else min(_STEPS_KEPT, max(count, len(steps) // 4))  # room to grow
+        steps = pack(f"={rows + 1}q", *(range(0, size * (rows + 1), size) if size else repeat(0, rows + 1)))
+        if rows <= _STEPS_KEPT:
             _STEPS[size] = steps
     offsets = pa.py_buffer(steps)[:need] if len(steps) > need else pa.py_buffer(steps)
     return pa.Array.from_buffers(pa.large_string(), count, [None, offsets, pa.py_buffer(text * count)])
