@@ -243,15 +243,20 @@ def _runs(values: list, counts: list[int]) -> tuple[list, list[int]]:
 def _column(values: tuple, name: str, n: int) -> pa.Array:
     """One column of n values. The integers are packed by struct in one call (a few times faster than
     pa.array converts them); a column holding one value throughout (-1 for what does not apply, a batch's
-    error code 0) is that value's bytes repeated, and a text column holding only None is a column of nulls."""
+    error code 0) is that value's bytes repeated, a text column holding one text or only None likewise."""
     kind = PARTITION_COLUMNS[name]
+    first = values[0]
     if kind == "utf8":
-        if values.count(None) == n:
-            return pa.nulls(n, _ARROW[kind])
+        if (first is None or type(first) is str) and values[-1] == first and values.count(first) == n:
+            if first is None:  # no topic id (before Fetch v13), or no topic name (v13+ without Metadata)
+                return pa.nulls(n, _ARROW[kind])
+            try:
+                return _repeated_text(first.encode(), n)  # one topic, one compression codec
+            except UnicodeEncodeError:  # a lone surrogate: pa.array says what it is
+                pass
         return pa.array(values, type=_ARROW[kind])
     code = _PACKERS[kind].format[-1]
     try:
-        first = values[0]
         # the last and middle values tell a column that varies at no cost; count() makes sure of the rest
         if type(first) is int and values[-1] == first == values[n >> 1] and values.count(first) == n:
             data = _PACKERS[kind].pack(first) * n
