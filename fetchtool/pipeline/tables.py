@@ -2,10 +2,14 @@
 
 Rows are streamed: exchanges are buffered in small batches (512 exchanges or 32,768 partition entries) and
 each batch is written as one Parquet row group, so decoding a 1 GB capture never holds more than a batch of rows
-in memory. Batches are Arrow record batches built column by column (one typed array per field, from one list
-per column taken with itemgetter), handed straight to pyarrow's Parquet writer: no per-row dicts, and no
-dataframe library in between (importing polars alone cost `decode --out` a third of a second). A batch is written
-by a thread, pyarrow encoding and compressing it without the GIL while the decoder goes on.
+in memory. Batches are Arrow record batches built column by column and handed straight to pyarrow's Parquet
+writer: no per-row dicts, and no dataframe library in between (importing polars alone cost `decode --out` a third
+of a second). Turning a partition entry into columns is the per-row cost of this path (the decoder made the
+entry as JSONL's path does), so each kind of entry is transposed with one zip, its integer columns packed by
+struct in one call each, and the columns that repeat a value (the exchange's keys per entry, -1 for what does
+not apply, a batch's one topic) built from repeated bytes rather than converted value by value: half the time
+pa.array took on a list per column. A batch is written by a thread, pyarrow encoding and compressing it without the GIL
+while the decoder goes on.
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ import threading
 from collections.abc import Callable, Iterable
 from itertools import chain, repeat
 from operator import attrgetter, countOf, itemgetter
+from pathlib import Path
 from struct import Struct, pack
 from struct import error as StructError
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -104,8 +108,11 @@ def _total_records_bytes(ex: Exchange) -> int | None:
     return None if resp is None else sum(map(_records_bytes, resp))
 
 
-_DERIVED: dict[str, Callable[[Exchange], Any]] = {"response_partitions": attrgetter("response_partition_count"), "partition_errors": _partition_errors,
-            "records_bytes": _total_records_bytes}
+_DERIVED: dict[str, Callable[[Exchange], Any]] = {
+    "response_partitions": attrgetter("response_partition_count"),
+    "partition_errors": _partition_errors,
+    "records_bytes": _total_records_bytes,
+}
 _EXCHANGE_GETTERS = [_DERIVED.get(c) or attrgetter(c) for c in EXCHANGE_COLUMNS]
 _KINDS = (("request", "request_partitions", RequestPartition._fields),
           ("forgotten", "forgotten_partitions", ForgottenPartition._fields),
@@ -199,10 +206,11 @@ def _repeated(values: list, counts: list[int], name: str) -> pa.Array:
         if kind == "utf8":
             runs = [_repeated_text(v.encode(), c) for v, c in zip(values, counts)]
             return runs[0] if len(runs) == 1 else pa.concat_arrays(runs)
-        pack = _PACKERS[kind].pack
-        data = b"".join([pack(v) * c for v, c in zip(values, counts)])
+        pack_one = _PACKERS[kind].pack
+        data = b"".join([pack_one(v) * c for v, c in zip(values, counts)])
         return pa.Array.from_buffers(_ARROW[kind], sum(counts), [None, pa.py_buffer(data)])
-    except (AttributeError, TypeError, StructError):  # a None (or a value of another type): pa.array decides
+    except (AttributeError, TypeError, StructError, UnicodeEncodeError):  # a None, a value of another type, a
+        # lone surrogate: pa.array takes it or says what it is
         return pa.array(list(chain.from_iterable(map(repeat, values, counts))), type=_ARROW[kind])
 
 
