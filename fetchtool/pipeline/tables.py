@@ -2,21 +2,26 @@
 
 Rows are streamed: exchanges are buffered in small batches (512 exchanges or 32,768 partition entries) and
 each batch is written as one Parquet row group, so decoding a 1 GB capture never holds more than a batch of rows
-in memory. Batches are Arrow record batches built column by column (one typed array per field, from one list
-per column taken with itemgetter), handed straight to pyarrow's Parquet writer: no per-row dicts, and no
-dataframe library in between (importing polars alone cost `decode --out` a third of a second). A batch is written
-by a thread, pyarrow encoding and compressing it without the GIL while the decoder goes on.
+in memory. Batches are Arrow record batches built column by column and handed straight to pyarrow's Parquet
+writer: no per-row dicts, and no dataframe library in between (importing polars alone cost `decode --out` a third
+of a second). Turning a partition entry into columns is the per-row cost of this path (the decoder made the
+entry as JSONL's path does), so each kind of entry is transposed with one zip, its integer columns packed by
+struct in one call each, and the columns that repeat a value (the exchange's keys per entry, -1 for what does
+not apply, a batch's one topic) built from repeated bytes rather than converted value by value: half the time
+pa.array took on a list per column. A batch is written by a thread, pyarrow encoding and compressing it without the GIL
+while the decoder goes on.
 """
 
 from __future__ import annotations
 
-import sys
+import gc
 import threading
-from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import chain, repeat
-from operator import attrgetter
+from operator import attrgetter, countOf, itemgetter
 from pathlib import Path
+from struct import Struct, pack
+from struct import error as StructError
 from typing import Any
 
 import pyarrow as pa
@@ -87,11 +92,32 @@ EXCHANGE_ARROW = pa.schema([(c, _ARROW[k]) for c, k in EXCHANGE_COLUMNS.items()]
 PARTITION_ARROW = pa.schema([(c, _ARROW[k]) for c, k in PARTITION_COLUMNS.items()])
 
 # The exchanges table's columns as Exchange attributes (the count of response partitions is a property).
-_EXCHANGE_GETTERS = [attrgetter("response_partition_count" if c == "response_partitions" else c)
-                     for c in EXCHANGE_COLUMNS]
+_error_code = itemgetter(ResponsePartition._fields.index("error_code"))
+_records_bytes = itemgetter(ResponsePartition._fields.index("records_bytes"))
+
+
+def _partition_errors(ex: Exchange) -> int | None:
+    """Exchange.partition_errors counted in C, as the JSONL row counts them (the property's generator cost more
+    than the rest of the row)."""
+    resp = ex.response_partitions
+    return None if resp is None else len(resp) - countOf(map(_error_code, resp), 0)
+
+
+def _total_records_bytes(ex: Exchange) -> int | None:
+    resp = ex.response_partitions
+    return None if resp is None else sum(map(_records_bytes, resp))
+
+
+_DERIVED: dict[str, Callable[[Exchange], Any]] = {
+    "response_partitions": attrgetter("response_partition_count"),
+    "partition_errors": _partition_errors,
+    "records_bytes": _total_records_bytes,
+}
+_EXCHANGE_GETTERS = [_DERIVED.get(c) or attrgetter(c) for c in EXCHANGE_COLUMNS]
 _KINDS = (("request", "request_partitions", RequestPartition._fields),
           ("forgotten", "forgotten_partitions", ForgottenPartition._fields),
           ("response", "response_partitions", ResponsePartition._fields))
+_VALUE_TYPES = [(c, _ARROW[k]) for c, k in PARTITION_COLUMNS.items() if c not in _KEY_COLUMNS]
 _KEY_FIELDS = ("file", "conn", "request_frame", "correlation_id", "api_key")
 
 
@@ -119,53 +145,134 @@ def exchanges_batch(exchanges: list[Exchange]) -> pa.RecordBatch:
 def partitions_batch(exchanges: list[Exchange]) -> pa.RecordBatch:
     """Every request entry of the batch, then every forgotten one, then every response one (as the rows of
     each kind, in exchange order)."""
-    parts: dict[str, list[pa.Array]] = {c: [] for c in PARTITION_COLUMNS}
+    pieces = partition_pieces(exchanges)
+    if not pieces:
+        return _empty(PARTITION_ARROW)
+    if len(pieces) == 1:
+        return pieces[0]
+    return pa.RecordBatch.from_arrays([pa.concat_arrays([p.column(i) for p in pieces])
+                                       for i in range(len(PARTITION_ARROW))], schema=PARTITION_ARROW)
+
+
+def partition_pieces(exchanges: list[Exchange]) -> list[pa.RecordBatch]:
+    """partitions_batch's rows as one record batch per kind of entry (none for a kind without entries): the
+    Parquet writer takes them as they are, one row group, without copying them into one batch first."""
+    pieces = []
     for entry, attr, fields in _KINDS:
-        owners, counts, rows = [], [], []
+        owners: list[Exchange] = []  # the exchanges with entries of this kind, and how many each has
+        counts: list[int] = []
+        rows: list[tuple] = []
         for ex in exchanges:
-            entries = getattr(ex, attr) or ()
+            entries = getattr(ex, attr)
             if entries:
                 owners.append(ex)
                 counts.append(len(entries))
-                rows.extend(entries)
+                rows += entries
         if not rows:
             continue
         n = len(rows)
-        for k in _KEY_FIELDS:
-            parts[k].append(_column(list(chain.from_iterable(repeat(getattr(ex, k), c)
-                                                             for ex, c in zip(owners, counts))), k))
-        parts["entry"].append(pa.array(repeat(entry, n), type=_ARROW["utf8"], size=n))
-        # The entries flattened once, each column a strided slice of that: no tuple or call per row.
-        flat = list(chain.from_iterable(rows))
-        width = len(fields)
-        for i, f in enumerate(fields):
-            parts[f].append(_column(flat[i::width], f))
-        for f in PARTITION_COLUMNS:
-            if f not in fields and f not in _KEY_COLUMNS:
-                parts[f].append(pa.nulls(n, _ARROW[PARTITION_COLUMNS[f]]))
-    if not parts["entry"]:
-        return _empty(PARTITION_ARROW)
-    return pa.RecordBatch.from_arrays([pa.concat_arrays(parts[c]) if len(parts[c]) > 1 else parts[c][0]
-                                       for c in PARTITION_COLUMNS], schema=PARTITION_ARROW)
+        values = dict(zip(fields, _kind_columns(rows, fields)))
+        columns = [_repeated([getattr(ex, k) for ex in owners], counts, k) for k in _KEY_FIELDS]
+        columns.append(_repeated([entry], [n], "entry"))
+        columns += [values[c] if c in values else pa.nulls(n, t) for c, t in _VALUE_TYPES]
+        pieces.append(pa.RecordBatch.from_arrays(columns, schema=PARTITION_ARROW))
+    return pieces
 
 
-# array.array type codes of the integer columns: its C loop converts a list of ints several times faster than
-# pa.array does, and Arrow takes the buffer as it is (both little-endian here, like every platform pyarrow ships)
-_TYPECODES = {"i64": "q", "i32": "i", "i16": "h", "i8": "b"}
-_LITTLE_ENDIAN = sys.byteorder == "little" and array("i").itemsize == 4 and array("q").itemsize == 8
+def _kind_columns(rows: list[tuple], fields: tuple[str, ...]) -> list[pa.Array]:
+    """The entries of one kind as one typed column per field: zip turns the rows into columns in one call."""
+    n = len(rows)
+    # zip makes an iterator per row, each freed at once: counted as allocations, they set off a collection
+    # every few batches that walked every live object (a sixth of this function's cost), for nothing to free
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return [_column(values, f, n) for values, f in zip(zip(*rows), fields)]
+    finally:
+        if collecting:
+            gc.enable()
 
 
-def _column(values: list, name: str) -> pa.Array:
+# The key columns repeat a value for every entry of an exchange: built from bytes repeated per run of rows,
+# not from a Python list with a value per row.
+_PACKERS = {"i64": Struct("=q"), "i32": Struct("=i"), "i16": Struct("=h"), "i8": Struct("=b")}
+
+
+def _repeated(values: list, counts: list[int], name: str) -> pa.Array:
+    """A column holding values[i] counts[i] times over, for each i in order."""
     kind = PARTITION_COLUMNS[name]
-    code = _TYPECODES.get(kind)
-    if code is not None and _LITTLE_ENDIAN:
-        try:
-            buf = array(code, values)
-        except (TypeError, OverflowError):  # a None, or a value out of range: pa.array says what it is
-            pass
+    values, counts = _runs(values, counts)
+    try:
+        if kind == "utf8":
+            runs = [_repeated_text(v.encode(), c) for v, c in zip(values, counts)]
+            return runs[0] if len(runs) == 1 else pa.concat_arrays(runs)
+        pack_one = _PACKERS[kind].pack
+        data = b"".join([pack_one(v) * c for v, c in zip(values, counts)])
+        return pa.Array.from_buffers(_ARROW[kind], sum(counts), [None, pa.py_buffer(data)])
+    except (AttributeError, TypeError, StructError, UnicodeEncodeError):  # a None, a value of another type, a
+        # lone surrogate: pa.array takes it or says what it is
+        return pa.array(list(chain.from_iterable(map(repeat, values, counts))), type=_ARROW[kind])
+
+
+_STEPS: dict[int, bytes] = {}  # by text length: the offsets 0, length, 2 * length, ... (as int64 bytes)
+_STEPS_KEPT = 1 << 18  # rows of offsets kept per length (2 MB): a batch's run of one text is far shorter
+
+
+def _repeated_text(text: bytes, count: int) -> pa.Array:
+    """A large_string column of `count` times `text`: its offsets are a slice of the same steps every time."""
+    size = len(text)
+    steps = _STEPS.get(size, b"")
+    need = 8 * (count + 1)
+    if len(steps) < need:
+        rows = count if count >= _STEPS_KEPT else min(_STEPS_KEPT, max(count, len(steps) // 4))  # room to grow
+        steps = pack(f"={rows + 1}q", *(range(0, size * (rows + 1), size) if size else repeat(0, rows + 1)))
+        if rows <= _STEPS_KEPT:
+            _STEPS[size] = steps
+    offsets = pa.py_buffer(steps)[:need] if len(steps) > need else pa.py_buffer(steps)
+    return pa.Array.from_buffers(pa.large_string(), count, [None, offsets, pa.py_buffer(text * count)])
+
+
+def _runs(values: list, counts: list[int]) -> tuple[list, list[int]]:
+    """values and counts with neighbours holding the same value merged (a batch's file, api key and entry
+    kind are the same run after run)."""
+    out_values: list = []
+    out_counts: list[int] = []
+    last = object()
+    for v, c in zip(values, counts):
+        if v is last or (type(v) is type(last) and v == last):
+            out_counts[-1] += c
         else:
-            return pa.Array.from_buffers(_ARROW[kind], len(values), [None, pa.py_buffer(buf)])
-    return pa.array(values, type=_ARROW[kind])
+            out_values.append(v)
+            out_counts.append(c)
+            last = v
+    return out_values, out_counts
+
+
+def _column(values: tuple, name: str, n: int) -> pa.Array:
+    """One column of n values. The integers are packed by struct in one call (a few times faster than
+    pa.array converts them); a column holding one value throughout (-1 for what does not apply, a batch's
+    error code 0) is that value's bytes repeated, a text column holding one text or only None likewise."""
+    kind = PARTITION_COLUMNS[name]
+    first = values[0]
+    if kind == "utf8":
+        if (first is None or type(first) is str) and values[-1] == first and values.count(first) == n:
+            if first is None:  # no topic id (before Fetch v13), or no topic name (v13+ without Metadata)
+                return pa.nulls(n, _ARROW[kind])
+            try:
+                return _repeated_text(first.encode(), n)  # one topic, one compression codec
+            except UnicodeEncodeError:  # a lone surrogate: pa.array says what it is
+                pass
+        return pa.array(values, type=_ARROW[kind])
+    code = _PACKERS[kind].format[-1]
+    try:
+        # the last and middle values tell a column that varies at no cost; count() makes sure of the rest
+        if type(first) is int and values[-1] == first == values[n >> 1] and values.count(first) == n:
+            data = _PACKERS[kind].pack(first) * n
+        else:
+            data = pack(f"={n}{code}", *values)
+    except StructError:  # a None, or a value out of range: pa.array says what it is
+        return pa.array(values, type=_ARROW[kind])
+    return pa.Array.from_buffers(_ARROW[kind], n, [None, pa.py_buffer(data)])
 
 
 def _empty(schema: pa.Schema) -> pa.RecordBatch:
@@ -202,20 +309,21 @@ class ParquetTables:
             return
         batch, self._pending = self._pending, []
         self._pending_partitions = 0
-        exchanges, partitions = exchanges_batch(batch), partitions_batch(batch)
+        exchanges, partitions = exchanges_batch(batch), partition_pieces(batch)
         self._wait()  # row groups in order: the previous batch is written first
         self._writing = threading.Thread(target=self._write_both, args=(exchanges, partitions),
                                          name="parquet-writer", daemon=True)
         self._writing.start()
         self.exchanges_written += exchanges.num_rows
-        self.partitions_written += partitions.num_rows
+        self.partitions_written += sum(p.num_rows for p in partitions)
 
-    def _write_both(self, exchanges: pa.RecordBatch, partitions: pa.RecordBatch) -> None:
+    def _write_both(self, exchanges: pa.RecordBatch, partitions: list[pa.RecordBatch]) -> None:
         """The writer thread: encoding and compressing a row group runs in pyarrow without the GIL, while the
         decoder goes on with the next batch."""
         try:
             self._write("exchanges", exchanges)
-            self._write("partitions", partitions)
+            if partitions:
+                self._write("partitions", *partitions)
         except BaseException as exc:  # noqa: BLE001  (handed to the decoding thread by _wait)
             self._failed = exc
 
@@ -229,12 +337,17 @@ class ParquetTables:
             self._broken = True
             raise exc
 
-    def _write(self, name: str, batch: pa.RecordBatch) -> None:
+    def _write(self, name: str, *batches: pa.RecordBatch) -> None:
+        """The batches as one row group (a partitions batch comes as a piece per kind of entry)."""
         writer = self._writers.get(name)
         if writer is None:
-            writer = self._writers[name] = pq.ParquetWriter(self.out_dir / f"{name}.parquet", batch.schema,
-                                                            compression="zstd")
-        writer.write_batch(batch)
+            schema = batches[0].schema
+            # Dictionary pages only for the text columns (topics, addresses, the file): the integer columns
+            # rarely repeat enough to keep one, and trying cost the writer a sixth of its time.
+            writer = self._writers[name] = pq.ParquetWriter(
+                self.out_dir / f"{name}.parquet", schema, compression="zstd",
+                use_dictionary=[f.name for f in schema if f.type == pa.large_string()])
+        writer.write_table(pa.Table.from_batches(batches))
 
     def close(self) -> None:
         """Write what is left and close both files. Call it where a write error is handled: a full disk shows

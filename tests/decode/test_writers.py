@@ -98,6 +98,38 @@ def test_parquet_tables_read_back_as_the_rows_they_came_from(exchanges, tmp_path
     assert pq.ParquetFile(tmp_path / "partitions.parquet").schema_arrow.names == list(PARTITION_COLUMNS)
 
 
+def _odd_exchanges(exchanges: list[Exchange]) -> list[Exchange]:
+    """Values the decoder rarely or never gives, among ordinary ones: no request frame, a partition with an
+    IntEnum error code and topic id but no topic or compression, a second file, a response never seen."""
+    with_resp = [e for e in exchanges if e.response_partitions]
+    ex = with_resp[0]
+    p = ex.response_partitions[0]
+    odd_partition = ResponsePartition(None, "0f" * 16, *p[2:3], Code.NOT_LEADER, *p[4:13], None, *p[14:])
+    return [replace(exchanges[1], request_frame=None),
+            replace(ex, response_partitions=(odd_partition, *ex.response_partitions[1:])),
+            replace(with_resp[1], file="other.pcap"), replace(with_resp[2], response_partitions=None)]
+
+
+@pytest.mark.parametrize("batch_exchanges", [1, 7, 64])
+def test_parquet_tables_in_many_row_groups_read_back_as_the_rows_they_came_from(exchanges, batch_exchanges,
+                                                                                tmp_path):
+    # Each batch's columns are built by kind of entry and written as pieces of one row group; odd values, a
+    # second file name and repeated key values across runs go through the same path as the rest.
+    batch = exchanges[:150] + _odd_exchanges(exchanges) + exchanges[150:200]
+    with ParquetTables(tmp_path, batch_exchanges=batch_exchanges, batch_partitions=10**9) as tables:
+        for ex in batch:
+            tables.add(ex)
+    chunks = [batch[i:i + batch_exchanges] for i in range(0, len(batch), batch_exchanges)]
+    frames = [_frames_the_old_way(chunk) for chunk in chunks]
+    want_ex = pl.concat([f[0] for f in frames])
+    want_parts = pl.concat([f[1] for f in frames])
+    assert pl.read_parquet(tmp_path / "exchanges.parquet").equals(want_ex)
+    assert pl.read_parquet(tmp_path / "partitions.parquet").equals(want_parts)
+    # a batch of exchanges without partition entries adds no empty row group (it did, one per such batch)
+    meta = pq.ParquetFile(tmp_path / "partitions.parquet").metadata
+    assert all(meta.row_group(i).num_rows for i in range(meta.num_row_groups))
+
+
 def test_an_empty_decode_still_writes_both_tables_with_their_columns(tmp_path):
     ParquetTables(tmp_path).close()
     assert pl.read_parquet(tmp_path / "exchanges.parquet").height == 0
