@@ -138,7 +138,7 @@ def exchange_row(ex: Exchange) -> dict:
 
 
 def exchanges_batch(exchanges: list[Exchange]) -> pa.RecordBatch:
-    columns = [pa.array(list(map(get, exchanges)), type=t) for get, t in zip(_EXCHANGE_GETTERS, EXCHANGE_ARROW.types)]
+    columns = [_array(list(map(get, exchanges)), t) for get, t in zip(_EXCHANGE_GETTERS, EXCHANGE_ARROW.types)]
     return pa.RecordBatch.from_arrays(columns, schema=EXCHANGE_ARROW)
 
 
@@ -211,7 +211,7 @@ def _repeated(values: list, counts: list[int], name: str) -> pa.Array:
         return pa.Array.from_buffers(_ARROW[kind], sum(counts), [None, pa.py_buffer(data)])
     except (AttributeError, TypeError, StructError, UnicodeEncodeError):  # a None, a value of another type, a
         # lone surrogate: pa.array takes it or says what it is
-        return pa.array(list(chain.from_iterable(map(repeat, values, counts))), type=_ARROW[kind])
+        return _array(list(chain.from_iterable(map(repeat, values, counts))), _ARROW[kind])
 
 
 _STEPS: dict[int, bytes] = {}  # by text length: the offsets 0, length, 2 * length, ... (as int64 bytes)
@@ -260,9 +260,9 @@ def _column(values: tuple, name: str, n: int) -> pa.Array:
                 return pa.nulls(n, _ARROW[kind])
             try:
                 return _repeated_text(first.encode(), n)  # one topic, one compression codec
-            except UnicodeEncodeError:  # a lone surrogate: pa.array says what it is
+            except UnicodeEncodeError:  # a lone surrogate: _array writes it escaped
                 pass
-        return pa.array(values, type=_ARROW[kind])
+        return _array(values, _ARROW[kind])
     code = _PACKERS[kind].format[-1]
     try:
         # the last and middle values tell a column that varies at no cost; count() makes sure of the rest
@@ -273,6 +273,23 @@ def _column(values: tuple, name: str, n: int) -> pa.Array:
     except StructError:  # a None, or a value out of range: pa.array says what it is
         return pa.array(values, type=_ARROW[kind])
     return pa.Array.from_buffers(_ARROW[kind], n, [None, pa.py_buffer(data)])
+
+
+def _array(values: list | tuple, arrow_type: pa.DataType) -> pa.Array:
+    """pa.array, but a text UTF-8 cannot hold (a lone surrogate: a capture file name that is not UTF-8, as Python
+    reads it) is written escaped, as every report shows it (`cap\\udcff.pcap`), not refused with a traceback."""
+    try:
+        return pa.array(values, type=arrow_type)
+    except UnicodeEncodeError:
+        return pa.array([_utf8(v) if type(v) is str else v for v in values], type=arrow_type)
+
+
+def _utf8(text: str) -> str:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
 
 
 def _empty(schema: pa.Schema) -> pa.RecordBatch:

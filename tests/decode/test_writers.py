@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -157,3 +158,18 @@ def test_a_full_disk_under_out_is_one_line_not_a_traceback(table, tmp_path):
     assert "Traceback" not in run.stderr
     assert run.stderr.strip().splitlines()[-1].startswith(f"error: cannot write {out}:")
     assert "No space left on device" in run.stderr
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS refuses file names that are not UTF-8")
+def test_a_capture_whose_file_name_is_not_utf8_is_written_to_parquet_with_its_name_escaped(tmp_path):
+    # The name reaches Python with a lone surrogate (b"\xff" -> "\udcff"), which Arrow's UTF-8 cannot hold: the
+    # tables were a traceback. They hold the name as the reports show it.
+    capture = tmp_path / os.fsdecode(b"cap\xff.pcap")
+    capture.write_bytes((ROOT / "captures" / "scenarios" / "eviction-thrash.pcap").read_bytes())
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "fetchtool", "decode", "--out", str(out), str(capture)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    for table in ("exchanges", "partitions"):
+        files = set(pq.read_table(out / f"{table}.parquet").column("file").to_pylist())
+        assert files == {"cap\\udcff.pcap"}
