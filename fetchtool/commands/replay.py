@@ -46,7 +46,7 @@ def main(
     import json
 
     from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit,
-                                          error_console, fail, plan_or_fail, report_console, warn_empty_shards)
+                                          error_console, fail, report_console, warn_empty_shards)
     from fetchtool.commands.reading import Reading, interrupted_exit
     from fetchtool.commands.replay_markdown import replay_markdown
     from fetchtool.commands.stamp import stamp_json, stamp_markdown
@@ -75,7 +75,7 @@ def main(
             bad_option(str(exc))
     report_console(width=width)  # a bad --width fails before the capture is read
     reading = Reading(capture, port, time_window(since, until, capture))
-    plan = plan_or_fail(reading, "replay")
+    plan = read_plan(reading, "replay")
     reading.finish()  # Ctrl-C while reading the capture: nothing was replayed, nothing to report
     if dry_run:
         if fmt == "json":
@@ -121,3 +121,24 @@ def main(
             emit(buf.getvalue(), output)
     if run.interrupted:
         interrupted_exit(done="replayed")
+
+
+def read_plan(reading, what: str):
+    """The replay plan of the capture for simulate and replay (a commands.reading.Reading), as
+    commands.output.plan_or_fail makes it, but with the plan's first pass spilling the exchanges' partitions to a
+    temporary file instead of memory (replay.plan.build_plan): the plan's memory does not hold the capture's."""
+    import tempfile
+
+    from fetchtool.commands.output import fail, warn
+    from fetchtool.decoder import CaptureError
+    from fetchtool.replay.plan import build_plan
+
+    try:
+        with tempfile.TemporaryFile(prefix="fetchtool-plan-") as spill:
+            plan = build_plan(reading.items(), spill)
+    except CaptureError as exc:
+        fail(str(exc))
+    for w in reading.report.warning_lines()[:20]:
+        warn(w)
+    reading.require_traffic(reading.exchanges if plan.streams else 0, to_run=True)
+    return plan
