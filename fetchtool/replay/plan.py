@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import io
 import marshal
+import operator
 import struct
 import uuid
 from collections import Counter
@@ -249,7 +250,7 @@ class _Log:
 
     def update(self, hw: int, lso: int, stable: int) -> None:
         if hw != self.hw or lso != self.lso or stable != self.stable:
-            self.hw, self.lso, self.stable = hw, lso, stable
+            self.hw, self.lso, self.stable = hw, lso, hw if stable == hw else stable
             self.result = None
 
     def read(self) -> PartitionResult:
@@ -316,26 +317,24 @@ class _Seen:
         self.arrival = arrival
 
 
-# The spill's partitions are plain tuples in the fields' order of exchange.RequestPartition, ForgottenPartition and
-# ResponsePartition: the positions the second pass reads.
-_TOPIC, _TOPIC_ID, _PARTITION = (ForgottenPartition._fields.index(f) for f in ("topic", "topic_id", "partition"))
-_FETCH_OFFSET, _PARTITION_MAX_BYTES, _LOG_START, _LEADER_EPOCH, _LAST_FETCHED_EPOCH = (
-    RequestPartition._fields.index(f) for f in ("fetch_offset", "partition_max_bytes", "log_start_offset",
-                                                "current_leader_epoch", "last_fetched_epoch"))
-_ERROR, _HW, _LSO, _R_LOG_START, _PREFERRED, _DIVERGING, _RECORDS_BYTES = (
-    ResponsePartition._fields.index(f) for f in ("error_code", "high_watermark", "last_stable_offset",
-                                                 "log_start_offset", "preferred_read_replica", "diverging_epoch",
-                                                 "records_bytes"))
-assert RequestPartition._fields[:3] == ResponsePartition._fields[:3] == ForgottenPartition._fields
-
-
+# The spill holds each exchange's partitions as plain tuples of the fields the second pass reads, in this order.
+_REQUEST_FIELDS = ("topic", "topic_id", "partition", "fetch_offset", "partition_max_bytes", "log_start_offset",
+                   "current_leader_epoch", "last_fetched_epoch")
+_RESPONSE_FIELDS = ("topic", "topic_id", "partition", "error_code", "high_watermark", "last_stable_offset",
+                    "log_start_offset", "preferred_read_replica", "diverging_epoch", "records_bytes")
+_request_fields = operator.itemgetter(*(RequestPartition._fields.index(f) for f in _REQUEST_FIELDS))
+_response_fields = operator.itemgetter(*(ResponsePartition._fields.index(f) for f in _RESPONSE_FIELDS))
+assert ForgottenPartition._fields == _REQUEST_FIELDS[:3] == _RESPONSE_FIELDS[:3]
+_TOPIC, _TOPIC_ID, _PARTITION, _FETCH_OFFSET, _PARTITION_MAX_BYTES, _LOG_START, _LEADER_EPOCH, \
+    _LAST_FETCHED_EPOCH = range(len(_REQUEST_FIELDS))
+_ERROR, _HW, _LSO, _R_LOG_START, _PREFERRED, _DIVERGING, _RECORDS_BYTES = range(3, len(_RESPONSE_FIELDS))
 _LENGTH = struct.Struct("<I")
 
 
 def _spilled(ex: Exchange) -> tuple:
     rps = ex.response_partitions
-    return (tuple(map(tuple, ex.request_partitions)), tuple(map(tuple, ex.forgotten_partitions)),
-            None if rps is None else tuple(map(tuple, rps)))
+    return (tuple(map(_request_fields, ex.request_partitions)), tuple(map(tuple, ex.forgotten_partitions)),
+            None if rps is None else tuple(map(_response_fields, rps)))
 
 
 def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO | None = None) -> ReplayPlan:
@@ -466,9 +465,12 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
                 log = broker_logs.get(w.tp)
                 reads[w.key] = _NOTHING_READ if log is None else log.result or log.read()
                 continue
+            hw = got[_HW]
+            stable = got[_LSO]
+            if stable == hw:
+                stable = hw     # one int object for both (the plan holds a result per partition and response)
             result = PartitionResult(
-                got[_ERROR], got[_HW], got[_LSO], got[_R_LOG_START], got[_RECORDS_BYTES], got[_DIVERGING],
-                got[_PREFERRED],
+                got[_ERROR], hw, stable, got[_R_LOG_START], got[_RECORDS_BYTES], got[_DIVERGING], got[_PREFERRED],
             )
             before = last(w.key)
             reads[w.key] = before if before is not None and before == result else result
