@@ -138,6 +138,9 @@ def read_plan(reading, what: str):
             plan = build_plan(reading.items(), spill)
     except CaptureError as exc:
         fail(str(exc))
+    except OSError as exc:   # the spill: about 10 MB per 100 MB of capture, in $TMPDIR
+        fail(f"cannot write the plan's temporary file in {tempfile.gettempdir()}: {exc.strerror or exc} "
+             "(set TMPDIR to a directory with room)")
     for w in reading.report.warning_lines()[:20]:
         warn(w)
     reading.require_traffic(reading.exchanges if plan.streams else 0, to_run=True)
