@@ -75,7 +75,7 @@ def main(
             bad_option(str(exc))
     report_console(width=width)  # a bad --width fails before the capture is read
     reading = Reading(capture, port, time_window(since, until, capture))
-    plan = read_plan(reading, "replay")
+    plan = read_plan(reading, "replay", with_reads=not dry_run)  # --dry-run prints the plan's shape only
     reading.finish()  # Ctrl-C while reading the capture: nothing was replayed, nothing to report
     if dry_run:
         if fmt == "json":
@@ -123,10 +123,11 @@ def main(
         interrupted_exit(done="replayed")
 
 
-def read_plan(reading, what: str):
+def read_plan(reading, what: str, with_reads: bool = True):
     """The replay plan of the capture for simulate and replay (a commands.reading.Reading), as
     commands.output.plan_or_fail makes it, but with the plan's first pass spilling the exchanges' partitions to a
-    temporary file instead of memory (replay.plan.build_plan): the plan's memory does not hold the capture's."""
+    temporary file instead of memory (replay.plan.build_plan): the plan's memory does not hold the capture's.
+    ``with_reads=False``: a plan without the steps' reads, for --dry-run."""
     import tempfile
 
     from fetchtool.commands.output import fail, warn
@@ -135,7 +136,7 @@ def read_plan(reading, what: str):
 
     try:
         with tempfile.TemporaryFile(prefix="fetchtool-plan-") as spill:
-            plan = build_plan(reading.items(), spill)
+            plan = build_plan(reading.items(), spill, with_reads)
     except CaptureError as exc:
         fail(str(exc))
     except OSError as exc:   # the spill: about 10 MB per 100 MB of capture, in $TMPDIR

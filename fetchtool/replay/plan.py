@@ -261,6 +261,7 @@ class _Log:
 
 
 _NOTHING_READ = PartitionResult(0, -1, -1, -1, 0)  # a partition no captured response has shown yet
+_NO_READS = ReadResults()  # every step's reads in a plan built without them
 
 
 def classify(exchanges: list[Any]) -> str:
@@ -337,13 +338,17 @@ def _spilled(ex: Exchange) -> tuple:
             None if rps is None else tuple(map(_response_fields, rps)))
 
 
-def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO | None = None) -> ReplayPlan:
+def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO | None = None,
+               with_reads: bool = True) -> ReplayPlan:
     """The replay plan of a capture's Fetch exchanges (FetchSnapshot and other traffic are counted, not planned).
 
     Two passes, so that the capture's exchanges are never all held: the first keeps of each exchange its place
     (stream, times) and top-level fields, and writes its partitions to ``spill`` (a temporary file the caller
     gives; memory by default); the second reads them back in the same order and works out each step's wanted set
-    and reads in response order, holding an exchange's partitions only until its turn comes (about a poll)."""
+    and reads in response order, holding an exchange's partitions only until its turn comes (about a poll).
+
+    ``with_reads=False`` leaves every step's reads empty: the plan's shape (streams, wanted sets, topics, timeline)
+    without the log state a simulation or replay answers from, most of a plan's memory (replay --dry-run)."""
     skipped: Counter = Counter()
     by_stream: dict[tuple[str, str, int], list[_Seen]] = {}
     spill = spill if spill is not None else io.BytesIO()
@@ -454,6 +459,9 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
                 info.partitions.add(rp[_PARTITION])
         records_bytes = None if response_partitions is None else summed
         wanted = planned[i][j]
+        if not with_reads:
+            planned[i][j] = _planned_fetch(seen, ms, wanted, _NO_READS, records_bytes)
+            continue
         previous = last_reads[i]
         # The reads say which partitions' results are not the very objects of the stream's previous reads, so that
         # the engine's incremental response visits only those (sessions.ReadResults).

@@ -89,3 +89,13 @@ def test_exchanges_given_connection_by_connection_give_the_plan_of_the_capture()
     one, other = build_plan(grouped), build_plan(exchanges)
     assert one.timeline == other.timeline
     assert _plan_fields(one) == _plan_fields(other)
+
+
+def test_a_dry_run_plan_without_reads_has_the_shape_of_the_full_plan():
+    # replay --dry-run prints streams, requests, partitions and topics: a plan built without the steps' reads
+    # (most of a plan's memory) says the same.
+    exchanges = list(decode_capture([str(CAPTURE)]))
+    full, shape = build_plan(exchanges), build_plan(exchanges, with_reads=False)
+    assert shape.summary() == full.summary() and shape.timeline == full.timeline
+    assert not any(f.reads for s in shape.streams for f in s.fetches)
+    assert sum(len(f.reads) for s in full.streams for f in s.fetches) > 1000
