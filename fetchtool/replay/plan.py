@@ -19,7 +19,6 @@ import functools
 import io
 import marshal
 import operator
-import struct
 import uuid
 from collections import Counter
 from collections.abc import Iterable
@@ -287,9 +286,9 @@ class _Seen:
     __slots__ = ("client", "broker", "conn", "ts", "response_ts", "correlation_id", "request_frame", "api_version",
                  "session_id", "session_epoch", "response_session_id", "client_id", "replica_id", "max_wait_ms",
                  "min_bytes", "max_bytes", "isolation_level", "error_code", "throttle_time_ms", "request_bytes",
-                 "response_bytes", "sent", "forgotten", "response_partitions", "arrival")
+                 "response_bytes", "sent", "forgotten", "response_partitions", "offset", "size")
 
-    def __init__(self, ex: Exchange, arrival: int) -> None:
+    def __init__(self, ex: Exchange, offset: int, size: int) -> None:
         self.client = ex.client
         self.broker = ex.broker
         self.conn = ex.conn
@@ -315,7 +314,8 @@ class _Seen:
         self.forgotten = len(ex.forgotten_partitions)
         rps = ex.response_partitions
         self.response_partitions = None if rps is None else len(rps)
-        self.arrival = arrival
+        self.offset = offset    # where the spill holds its partitions
+        self.size = size
 
 
 # The spill holds each exchange's partitions as plain tuples of the fields the second pass reads, in this order.
@@ -329,9 +329,6 @@ assert ForgottenPartition._fields == _REQUEST_FIELDS[:3] == _RESPONSE_FIELDS[:3]
 _TOPIC, _TOPIC_ID, _PARTITION, _FETCH_OFFSET, _PARTITION_MAX_BYTES, _LOG_START, _LEADER_EPOCH, \
     _LAST_FETCHED_EPOCH = range(len(_REQUEST_FIELDS))
 _ERROR, _HW, _LSO, _R_LOG_START, _PREFERRED, _DIVERGING, _RECORDS_BYTES = range(3, len(_RESPONSE_FIELDS))
-_LENGTH = struct.Struct("<I")
-
-
 def _spilled(ex: Exchange) -> tuple:
     rps = ex.response_partitions
     return (tuple(map(_request_fields, ex.request_partitions)), tuple(map(tuple, ex.forgotten_partitions)),
@@ -344,8 +341,8 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
 
     Two passes, so that the capture's exchanges are never all held: the first keeps of each exchange its place
     (stream, times) and top-level fields, and writes its partitions to ``spill`` (a temporary file the caller
-    gives; memory by default); the second reads them back in the same order and works out each step's wanted set
-    and reads in response order, holding an exchange's partitions only until its turn comes (about a poll).
+    gives; memory by default); the second reads each exchange's back when its turn comes in response order and
+    works out the step's wanted set and reads.
 
     ``with_reads=False`` leaves every step's reads empty: the plan's shape (streams, wanted sets, topics, timeline)
     without the log state a simulation or replay answers from, most of a plan's memory (replay --dry-run)."""
@@ -354,12 +351,11 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     spill = spill if spill is not None else io.BytesIO()
     spill.seek(0)
     spill.truncate()
-    # Each exchange's partitions as one length-prefixed marshal record: marshal.load on a file reads it in tiny
-    # pieces (0.98 s of bench100's 2.9), loads on the record's bytes is 30x faster.
+    # Each exchange's partitions as one marshal record, found again by its offset and length (marshal.load on a
+    # file reads in tiny pieces: 0.98 s of bench100's 2.9; loads on the record's bytes is 30x faster).
     write = spill.write
     dumps = marshal.dumps
-    pack = _LENGTH.pack
-    arrivals = 0
+    offset = 0
     for ex in exchanges:
         if not isinstance(ex, Exchange):   # the decoder's OrphanResponse: a response whose request is not captured
             skipped["request_missing"] += 1
@@ -371,10 +367,9 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
             skipped["request_missing"] += 1
             continue
         record = dumps(_spilled(ex))
-        write(pack(len(record)))
         write(record)
-        by_stream.setdefault((ex.client, ex.broker, ex.conn), []).append(_Seen(ex, arrivals))
-        arrivals += 1
+        by_stream.setdefault((ex.client, ex.broker, ex.conn), []).append(_Seen(ex, offset, len(record)))
+        offset += len(record)
     all_ex = [e for group in by_stream.values() for e in group]
     if not all_ex:
         return ReplayPlan(0.0, 0, [], {}, [], skipped)
@@ -391,11 +386,8 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     logs: dict[str, dict[tuple[str, int], _Log]] = {}  # broker -> (topic, partition) -> log
     streams: list[ClientStream] = []
     groups = list(by_stream.values())
-    place: list[tuple[int, int]] = [(0, 0)] * arrivals   # the spill's n-th exchange -> (stream, step)
-    for i, group in enumerate(groups):
+    for group in groups:
         group.sort(key=lambda e: (e.ts, e.correlation_id))
-        for j, e in enumerate(group):
-            place[e.arrival] = (i, j)
     order = sorted(
         (e.response_ts if e.response_ts is not None else e.ts, i, j) for i, g in enumerate(groups) for j, e in enumerate(g)
     )
@@ -413,22 +405,20 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     # come in request order; handle pipelined requests by applying all pending requests up to j first.
     applied = [0] * len(groups)
     last_wanted: list[tuple] = [() for _ in groups]
-    # The spilled partitions read before their turn: (stream, step) -> (request, forgotten, response partitions),
-    # until the step's response is planned (a request applied early stays until then too).
-    waiting: dict[tuple[int, int], tuple] = {}
-    spill.seek(0)
+    # Each step's spilled partitions are read when its turn comes, by offset: files read one after another whose
+    # times overlap (one capture per broker) are planned in time order without holding one while reading the other.
+    # (request, forgotten, response partitions) of the steps whose request was applied before their response's turn
+    # (pipelined requests), until that turn:
+    applied_early: dict[tuple[int, int], tuple] = {}
     loads = marshal.loads
+    seek = spill.seek
     take = spill.read
-    length = _LENGTH.unpack
-    size = _LENGTH.size
-    read = 0
     for _t, i, j in order:
-        while (i, j) not in waiting or any((i, k) not in waiting for k in range(applied[i], j)):
-            waiting[place[read]] = loads(take(length(take(size))[0]))
-            read += 1
         while applied[i] <= j:
             seen = groups[i][applied[i]]
-            _apply_request(seen, waiting[(i, applied[i])], wanted_state[i], topics, interned)
+            seek(seen.offset)
+            parts = applied_early[(i, applied[i])] = loads(take(seen.size))
+            _apply_request(seen, parts, wanted_state[i], topics, interned)
             planned_wanted = tuple(wanted_state[i].values())
             if planned_wanted == last_wanted[i]:   # identical objects: compared by identity, in C
                 planned_wanted = last_wanted[i]    # one tuple while the set is unchanged (ClientModel reuses it)
@@ -436,7 +426,11 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
             planned[i][applied[i]] = planned_wanted
             applied[i] += 1
         seen = groups[i][j]
-        response_partitions = waiting.pop((i, j))[2]
+        parts = applied_early.pop((i, j), None)
+        if parts is None:
+            seek(seen.offset)
+            parts = loads(take(seen.size))
+        response_partitions = parts[2]
         broker_logs = logs.get(seen.broker)
         if broker_logs is None:
             broker_logs = logs[seen.broker] = {}
