@@ -1,6 +1,7 @@
 """The replay plan: each client's fetch workload over time, built from decoded exchanges.
 
-Sans-IO: Exchange items in, a `ReplayPlan` out. A plan holds one `ClientStream` per (client connection, broker),
+Sans-IO: Exchange items in, a `ReplayPlan` out (the caller may give a temporary file for the partitions the
+first pass spills; see build_plan). A plan holds one `ClientStream` per (client connection, broker),
 each a list of `PlannedFetch` in request order. A planned fetch says what the client *wanted* at that moment
 (its whole partition set with offsets and byte limits, reconstructed from the full and incremental requests it
 sent), the request's top-level fields and timing, what the capture shows the broker answered, and what a read
