@@ -1,6 +1,7 @@
 """The replay plan: each client's fetch workload over time, built from decoded exchanges.
 
-Sans-IO: Exchange items in, a `ReplayPlan` out. A plan holds one `ClientStream` per (client connection, broker),
+Sans-IO: Exchange items in, a `ReplayPlan` out (the caller may give a temporary file for the partitions the
+first pass spills; see build_plan). A plan holds one `ClientStream` per (client connection, broker),
 each a list of `PlannedFetch` in request order. A planned fetch says what the client *wanted* at that moment
 (its whole partition set with offsets and byte limits, reconstructed from the full and incremental requests it
 sent), the request's top-level fields and timing, what the capture shows the broker answered, and what a read
@@ -16,13 +17,16 @@ client's next connection to the same broker, carrying its session on, names the 
 from __future__ import annotations
 
 import functools
+import io
+import marshal
+import operator
 import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
-from fetchtool.exchange import FETCH, Exchange
+from fetchtool.exchange import FETCH, Exchange, ForgottenPartition, RequestPartition, ResponsePartition
 from fetchtool.protocol.connection import OrphanResponse
 from fetchtool.sessions.partitions import (ZERO_UUID, PartitionData, PartitionResult, ReadResults, TopicIdPartition,
                                            TopicPartition)
@@ -246,7 +250,7 @@ class _Log:
 
     def update(self, hw: int, lso: int, stable: int) -> None:
         if hw != self.hw or lso != self.lso or stable != self.stable:
-            self.hw, self.lso, self.stable = hw, lso, stable
+            self.hw, self.lso, self.stable = hw, lso, hw if stable == hw else stable
             self.result = None
 
     def read(self) -> PartitionResult:
@@ -257,10 +261,12 @@ class _Log:
 
 
 _NOTHING_READ = PartitionResult(0, -1, -1, -1, 0)  # a partition no captured response has shown yet
+_NO_READS = ReadResults()  # every step's reads in a plan built without them
 
 
-def classify(exchanges: list[Exchange]) -> str:
-    """How a connection used sessions, from its requests and the broker's answers."""
+def classify(exchanges: list[Any]) -> str:
+    """How a connection used sessions, from its requests and the broker's answers (Exchange items, or what the
+    plan's first pass keeps of them)."""
     if all(e.api_version < 7 or e.session_epoch == -1 and not e.session_id for e in exchanges):
         return SESSIONLESS
     if any((e.session_epoch or 0) > 0 for e in exchanges):
@@ -274,10 +280,83 @@ def classify(exchanges: list[Exchange]) -> str:
     return SESSION  # (0,0) never granted (cache full) looks the same from a handler-driven client
 
 
-def build_plan(exchanges: Iterable[Exchange | OrphanResponse]) -> ReplayPlan:
-    """The replay plan of a capture's Fetch exchanges (FetchSnapshot and other traffic are counted, not planned)."""
+class _Seen:
+    """What the first pass keeps of a Fetch exchange: its stream, its place in time, the request's and response's
+    top-level fields (classify() and the timeline read them too). Its partitions wait in the spill."""
+
+    __slots__ = ("client", "broker", "conn", "ts", "response_ts", "correlation_id", "request_frame", "api_version",
+                 "session_id", "session_epoch", "response_session_id", "client_id", "replica_id", "max_wait_ms",
+                 "min_bytes", "max_bytes", "isolation_level", "error_code", "throttle_time_ms", "request_bytes",
+                 "response_bytes", "sent", "forgotten", "response_partitions", "offset", "size")
+
+    def __init__(self, ex: Exchange, offset: int, size: int) -> None:
+        self.client = ex.client
+        self.broker = ex.broker
+        self.conn = ex.conn
+        self.ts = ex.ts
+        self.response_ts = ex.response_ts
+        self.correlation_id = ex.correlation_id
+        self.request_frame = ex.request_frame
+        self.api_version = ex.api_version
+        self.session_id = ex.session_id
+        self.session_epoch = ex.session_epoch
+        self.response_session_id = ex.response_session_id
+        self.client_id = ex.client_id
+        self.replica_id = ex.replica_id
+        self.max_wait_ms = ex.max_wait_ms
+        self.min_bytes = ex.min_bytes
+        self.max_bytes = ex.max_bytes
+        self.isolation_level = ex.isolation_level
+        self.error_code = ex.error_code
+        self.throttle_time_ms = ex.throttle_time_ms
+        self.request_bytes = ex.request_bytes
+        self.response_bytes = ex.response_bytes
+        self.sent = len(ex.request_partitions)
+        self.forgotten = len(ex.forgotten_partitions)
+        rps = ex.response_partitions
+        self.response_partitions = None if rps is None else len(rps)
+        self.offset = offset    # where the spill holds its partitions
+        self.size = size
+
+
+# The spill holds each exchange's partitions as plain tuples of the fields the second pass reads, in this order.
+_REQUEST_FIELDS = ("topic", "topic_id", "partition", "fetch_offset", "partition_max_bytes", "log_start_offset",
+                   "current_leader_epoch", "last_fetched_epoch")
+_RESPONSE_FIELDS = ("topic", "topic_id", "partition", "error_code", "high_watermark", "last_stable_offset",
+                    "log_start_offset", "preferred_read_replica", "diverging_epoch", "records_bytes")
+_request_fields = operator.itemgetter(*(RequestPartition._fields.index(f) for f in _REQUEST_FIELDS))
+_response_fields = operator.itemgetter(*(ResponsePartition._fields.index(f) for f in _RESPONSE_FIELDS))
+assert ForgottenPartition._fields == _REQUEST_FIELDS[:3] == _RESPONSE_FIELDS[:3]
+_TOPIC, _TOPIC_ID, _PARTITION, _FETCH_OFFSET, _PARTITION_MAX_BYTES, _LOG_START, _LEADER_EPOCH, \
+    _LAST_FETCHED_EPOCH = range(len(_REQUEST_FIELDS))
+_ERROR, _HW, _LSO, _R_LOG_START, _PREFERRED, _DIVERGING, _RECORDS_BYTES = range(3, len(_RESPONSE_FIELDS))
+def _spilled(ex: Exchange) -> tuple:
+    rps = ex.response_partitions
+    return (tuple(map(_request_fields, ex.request_partitions)), tuple(map(tuple, ex.forgotten_partitions)),
+            None if rps is None else tuple(map(_response_fields, rps)))
+
+
+def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO | None = None,
+               with_reads: bool = True) -> ReplayPlan:
+    """The replay plan of a capture's Fetch exchanges (FetchSnapshot and other traffic are counted, not planned).
+
+    Two passes, so that the capture's exchanges are never all held: the first keeps of each exchange its place
+    (stream, times) and top-level fields, and writes its partitions to ``spill`` (a temporary file the caller
+    gives; memory by default); the second reads each exchange's back when its turn comes in response order and
+    works out the step's wanted set and reads.
+
+    ``with_reads=False`` leaves every step's reads empty: the plan's shape (streams, wanted sets, topics, timeline)
+    without the log state a simulation or replay answers from, most of a plan's memory (replay --dry-run)."""
     skipped: Counter = Counter()
-    by_stream: dict[tuple[str, str, int], list[Exchange]] = {}
+    by_stream: dict[tuple[str, str, int], list[_Seen]] = {}
+    spill = spill if spill is not None else io.BytesIO()
+    spill.seek(0)
+    spill.truncate()
+    # Each exchange's partitions as one marshal record, found again by its offset and length (marshal.load on a
+    # file reads in tiny pieces: 0.98 s of bench100's 2.9; loads on the record's bytes is 30x faster).
+    write = spill.write
+    dumps = marshal.dumps
+    offset = 0
     for ex in exchanges:
         if not isinstance(ex, Exchange):   # the decoder's OrphanResponse: a response whose request is not captured
             skipped["request_missing"] += 1
@@ -288,13 +367,17 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse]) -> ReplayPlan:
         if ex.ts is None:
             skipped["request_missing"] += 1
             continue
-        by_stream.setdefault((ex.client, ex.broker, ex.conn), []).append(ex)
+        record = dumps(_spilled(ex))
+        write(record)
+        by_stream.setdefault((ex.client, ex.broker, ex.conn), []).append(_Seen(ex, offset, len(record)))
+        offset += len(record)
     all_ex = [e for group in by_stream.values() for e in group]
     if not all_ex:
         return ReplayPlan(0.0, 0, [], {}, [], skipped)
     request_ts = [cast(float, e.ts) for e in all_ex]  # every planned exchange has one (checked above)
     start_ts = min(request_ts)
     end_ts = max(max(t, e.response_ts or t) for t, e in zip(request_ts, all_ex))
+    del all_ex, request_ts
 
     def ms(ts: float) -> int:
         return int(round((ts - start_ts) * 1000.0))
@@ -323,39 +406,57 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse]) -> ReplayPlan:
     # come in request order; handle pipelined requests by applying all pending requests up to j first.
     applied = [0] * len(groups)
     last_wanted: list[tuple] = [() for _ in groups]
+    # Each step's spilled partitions are read when its turn comes, by offset: files read one after another whose
+    # times overlap (one capture per broker) are planned in time order without holding one while reading the other.
+    # (request, forgotten, response partitions) of the steps whose request was applied before their response's turn
+    # (pipelined requests), until that turn:
+    applied_early: dict[tuple[int, int], tuple] = {}
+    loads = marshal.loads
+    seek = spill.seek
+    take = spill.read
     for _t, i, j in order:
-        group = groups[i]
         while applied[i] <= j:
-            _apply_request(group[applied[i]], wanted_state[i], topics, interned)
+            seen = groups[i][applied[i]]
+            seek(seen.offset)
+            parts = applied_early[(i, applied[i])] = loads(take(seen.size))
+            _apply_request(seen, parts, wanted_state[i], topics, interned)
             planned_wanted = tuple(wanted_state[i].values())
             if planned_wanted == last_wanted[i]:   # identical objects: compared by identity, in C
                 planned_wanted = last_wanted[i]    # one tuple while the set is unchanged (ClientModel reuses it)
             last_wanted[i] = planned_wanted
             planned[i][applied[i]] = planned_wanted
             applied[i] += 1
-        ex = group[j]
-        broker_logs = logs.get(ex.broker)
+        seen = groups[i][j]
+        parts = applied_early.pop((i, j), None)
+        if parts is None:
+            seek(seen.offset)
+            parts = loads(take(seen.size))
+        response_partitions = parts[2]
+        broker_logs = logs.get(seen.broker)
         if broker_logs is None:
-            broker_logs = logs[ex.broker] = {}
+            broker_logs = logs[seen.broker] = {}
         # (topic, partition) tuples: equal to, and hashed like, the TopicPartition keys of the wanted set
         in_response = {}
         summed = 0
-        for rp in ex.response_partitions or ():
-            summed += rp.records_bytes
-            name = rp.topic or rp.topic_id or "?"
-            key = (name, rp.partition)
+        for rp in response_partitions or ():
+            summed += rp[_RECORDS_BYTES]
+            name = rp[_TOPIC] or rp[_TOPIC_ID] or "?"
+            key = (name, rp[_PARTITION])
             in_response[key] = rp
             log = broker_logs.get(key)
             if log is None:
                 log = broker_logs[key] = _Log()
-            if rp.error_code == 0 and rp.high_watermark >= 0:
-                log.update(rp.high_watermark, rp.log_start_offset, rp.last_stable_offset)
+            if rp[_ERROR] == 0 and rp[_HW] >= 0:
+                log.update(rp[_HW], rp[_R_LOG_START], rp[_LSO])
             info = topics.get(name)
             if info is not None:
-                info.records_bytes += rp.records_bytes
-                info.partitions.add(rp.partition)
-        records_bytes = None if ex.response_partitions is None else summed
+                info.records_bytes += rp[_RECORDS_BYTES]
+                info.partitions.add(rp[_PARTITION])
+        records_bytes = None if response_partitions is None else summed
         wanted = planned[i][j]
+        if not with_reads:
+            planned[i][j] = _planned_fetch(seen, ms, wanted, _NO_READS, records_bytes)
+            continue
         previous = last_reads[i]
         # The reads say which partitions' results are not the very objects of the stream's previous reads, so that
         # the engine's incremental response visits only those (sessions.ReadResults).
@@ -367,9 +468,12 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse]) -> ReplayPlan:
                 log = broker_logs.get(w.tp)
                 reads[w.key] = _NOTHING_READ if log is None else log.result or log.read()
                 continue
+            hw = got[_HW]
+            stable = got[_LSO]
+            if stable == hw:
+                stable = hw     # one int object for both (the plan holds a result per partition and response)
             result = PartitionResult(
-                got.error_code, got.high_watermark, got.last_stable_offset, got.log_start_offset, got.records_bytes,
-                got.diverging_epoch, got.preferred_read_replica,
+                got[_ERROR], hw, stable, got[_R_LOG_START], got[_RECORDS_BYTES], got[_DIVERGING], got[_PREFERRED],
             )
             before = last(w.key)
             reads[w.key] = before if before is not None and before == result else result
@@ -377,7 +481,7 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse]) -> ReplayPlan:
         # its name and under its id), and the later read is the one the mapping keeps.
         reads.settle()
         last_reads[i] = reads
-        planned[i][j] = _planned_fetch(ex, ms, wanted, reads, records_bytes)
+        planned[i][j] = _planned_fetch(seen, ms, wanted, reads, records_bytes)
 
     events: list[tuple[int, int, int, int, int, int]] = []
     for i, (group, fetches) in enumerate(zip(groups, planned)):
@@ -392,11 +496,11 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse]) -> ReplayPlan:
             fetches=fetches,
         )
         streams.append(stream)
-        for j, (f, ex) in enumerate(zip(stream.fetches, group)):
-            t_req = _us(cast(float, ex.ts) - start_ts)
+        for j, (f, e) in enumerate(zip(stream.fetches, group)):
+            t_req = _us(cast(float, e.ts) - start_ts)
             events.append((t_req, 1, f.t_ms, REQUEST, i, j))
-            if ex.response_ts is not None:
-                t_resp = _us(ex.response_ts - start_ts)
+            if e.response_ts is not None:
+                t_resp = _us(e.response_ts - start_ts)
                 # A response never precedes its own request, even when both fall in the same microsecond.
                 events.append((t_resp, 0, cast(int, f.response_t_ms), RESPONSE, i, j) if t_resp > t_req
                               else (t_req, 2, f.t_ms, RESPONSE, i, j))
@@ -450,30 +554,32 @@ def _us(seconds: float) -> int:
     return int(round(seconds * 1_000_000))
 
 
-def _apply_request(ex: Exchange, wanted: dict[TopicPartition, WantedPartition], topics: dict[str, TopicInfo],
-                   interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]]) -> None:
-    """Update a client's wanted set with one request: a full request replaces it, an incremental one edits it."""
+def _apply_request(ex: _Seen, parts: tuple, wanted: dict[TopicPartition, WantedPartition],
+                   topics: dict[str, TopicInfo], interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]]) -> None:
+    """Update a client's wanted set with one request (``parts``: its spilled request and forgotten partitions): a
+    full request replaces it, an incremental one edits it."""
     epoch = ex.session_epoch if ex.session_epoch is not None else -1
     full = ex.api_version < 7 or epoch in (0, -1)
     if full:
         wanted.clear()
-    for fp in ex.forgotten_partitions:
-        name = fp.topic or fp.topic_id or "?"
-        wanted.pop(TopicPartition(name, fp.partition), None)
+    for fp in parts[1]:
+        name = fp[_TOPIC] or fp[_TOPIC_ID] or "?"
+        wanted.pop(TopicPartition(name, fp[_PARTITION]), None)
     ids = ex.api_version >= 13
-    for rp in ex.request_partitions:
-        name = rp.topic or rp.topic_id or "?"
-        tid = _uuid(rp.topic_id) if ids else ZERO_UUID
+    for rp in parts[0]:
+        name = rp[_TOPIC] or rp[_TOPIC_ID] or "?"
+        partition = rp[_PARTITION]
+        tid = _uuid(rp[_TOPIC_ID]) if ids else ZERO_UUID
         info = topics.get(name)
         if info is None:
             info = topics[name] = TopicInfo(name, tid if tid.int else None)
         elif info.topic_id is None and tid.int:
             info.topic_id = tid
-        info.partitions.add(rp.partition)
-        ikey = (name, rp.partition, tid)
+        info.partitions.add(partition)
+        ikey = (name, partition, tid)
         keys = interned.get(ikey)
         if keys is None:
-            keys = interned[ikey] = (TopicPartition(name, rp.partition), TopicIdPartition(tid, name, rp.partition))
+            keys = interned[ikey] = (TopicPartition(name, partition), TopicIdPartition(tid, name, partition))
         tp, key = keys
         # An altered partition moves to the end, as the client's session map does. An unchanged one keeps its
         # WantedPartition object (same value, and identity lets the client's Builder skip the comparison). The
@@ -481,21 +587,20 @@ def _apply_request(ex: Exchange, wanted: dict[TopicPartition, WantedPartition], 
         before = wanted.pop(tp, None)
         if before is not None and before.key is key:
             d = before.data
-            if (d.fetch_offset == rp.fetch_offset and d.log_start_offset == rp.log_start_offset
-                    and d.max_bytes == rp.partition_max_bytes and d.current_leader_epoch == rp.current_leader_epoch
-                    and d.last_fetched_epoch == rp.last_fetched_epoch):
+            if (d.fetch_offset == rp[_FETCH_OFFSET] and d.log_start_offset == rp[_LOG_START]
+                    and d.max_bytes == rp[_PARTITION_MAX_BYTES] and d.current_leader_epoch == rp[_LEADER_EPOCH]
+                    and d.last_fetched_epoch == rp[_LAST_FETCHED_EPOCH]):
                 wanted[tp] = before
                 continue
         wanted[tp] = WantedPartition(tp, key, PartitionData(
-            rp.fetch_offset, rp.log_start_offset, rp.partition_max_bytes, rp.current_leader_epoch,
-            rp.last_fetched_epoch, tid,
+            rp[_FETCH_OFFSET], rp[_LOG_START], rp[_PARTITION_MAX_BYTES], rp[_LEADER_EPOCH], rp[_LAST_FETCHED_EPOCH],
+            tid,
         ))
 
 
-def _planned_fetch(ex: Exchange, ms, wanted: tuple[WantedPartition, ...], reads, records_bytes: int | None
+def _planned_fetch(ex: _Seen, ms, wanted: tuple[WantedPartition, ...], reads, records_bytes: int | None
                    ) -> PlannedFetch:
     t_ms = ms(ex.ts)
-    rps = ex.response_partitions
     return PlannedFetch(
         t_ms,
         max(t_ms, ms(ex.response_ts)) if ex.response_ts is not None else None,
@@ -508,12 +613,12 @@ def _planned_fetch(ex: Exchange, ms, wanted: tuple[WantedPartition, ...], reads,
         ex.session_id or 0,
         ex.session_epoch if ex.session_epoch is not None else -1,
         wanted,
-        len(ex.request_partitions),
-        len(ex.forgotten_partitions),
+        ex.sent,
+        ex.forgotten,
         ex.error_code,
         ex.response_session_id,
         ex.throttle_time_ms,
-        None if rps is None else len(rps),      # Exchange.response_partition_count
+        ex.response_partitions,                 # Exchange.response_partition_count
         records_bytes,                          # Exchange.records_bytes, summed in the caller's pass
         ex.request_bytes,
         ex.response_bytes,
