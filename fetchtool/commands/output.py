@@ -227,17 +227,25 @@ def emit(text: str, output: Path | None) -> None:
         fail(f"cannot write {output}: {exc.strerror or exc}")
 
 
-def plan_or_fail(reading, what: str):
+def plan_or_fail(reading, what: str, with_reads: bool = True):
     """The replay plan of the capture for simulate and replay (a commands.reading.Reading); decode warnings go to
     stderr, one line each. Fails with one line when nothing can be read, and as every command does when the
-    capture holds no Fetch exchange to `what` (a verb)."""
+    capture holds no Fetch exchange to `what` (a verb). The plan's first pass spills the exchanges' partitions
+    to a temporary file, not memory (replay.plan.build_plan). ``with_reads=False``: a plan without the steps'
+    reads, for --dry-run."""
+    import tempfile
+
     from fetchtool.decoder import CaptureError
     from fetchtool.replay.plan import build_plan  # only the commands that plan pay for it
 
     try:
-        plan = build_plan(reading.items())
+        with tempfile.TemporaryFile(prefix="fetchtool-plan-") as spill:
+            plan = build_plan(reading.items(), spill, with_reads)
     except CaptureError as exc:
         fail(str(exc))
+    except OSError as exc:  # the spill: about 10 MB per 100 MB of capture, in $TMPDIR
+        fail(f"cannot write the plan's temporary file in {tempfile.gettempdir()}: {exc.strerror or exc} "
+             "(set TMPDIR to a directory with room)")
     for w in reading.report.warning_lines()[:20]:
         warn(w)
     reading.require_traffic(reading.exchanges if plan.streams else 0, to_run=True)

@@ -46,7 +46,7 @@ def main(
     import json
 
     from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit,
-                                          error_console, fail, report_console, warn_empty_shards)
+                                          error_console, fail, plan_or_fail, report_console, warn_empty_shards)
     from fetchtool.commands.reading import Reading, interrupted_exit
     from fetchtool.commands.replay_markdown import replay_markdown
     from fetchtool.commands.stamp import stamp_json, stamp_markdown
@@ -75,7 +75,7 @@ def main(
             bad_option(str(exc))
     report_console(width=width)  # a bad --width fails before the capture is read
     reading = Reading(capture, port, time_window(since, until, capture))
-    plan = read_plan(reading, "replay", with_reads=not dry_run)  # --dry-run prints the plan's shape only
+    plan = plan_or_fail(reading, "replay", with_reads=not dry_run)  # --dry-run prints the plan's shape only
     reading.finish()  # Ctrl-C while reading the capture: nothing was replayed, nothing to report
     if dry_run:
         if fmt == "json":
@@ -122,27 +122,3 @@ def main(
     if run.interrupted:
         interrupted_exit(done="replayed")
 
-
-def read_plan(reading, what: str, with_reads: bool = True):
-    """The replay plan of the capture for simulate and replay (a commands.reading.Reading), as
-    commands.output.plan_or_fail makes it, but with the plan's first pass spilling the exchanges' partitions to a
-    temporary file instead of memory (replay.plan.build_plan): the plan's memory does not hold the capture's.
-    ``with_reads=False``: a plan without the steps' reads, for --dry-run."""
-    import tempfile
-
-    from fetchtool.commands.output import fail, warn
-    from fetchtool.decoder import CaptureError
-    from fetchtool.replay.plan import build_plan
-
-    try:
-        with tempfile.TemporaryFile(prefix="fetchtool-plan-") as spill:
-            plan = build_plan(reading.items(), spill, with_reads)
-    except CaptureError as exc:
-        fail(str(exc))
-    except OSError as exc:   # the spill: about 10 MB per 100 MB of capture, in $TMPDIR
-        fail(f"cannot write the plan's temporary file in {tempfile.gettempdir()}: {exc.strerror or exc} "
-             "(set TMPDIR to a directory with room)")
-    for w in reading.report.warning_lines()[:20]:
-        warn(w)
-    reading.require_traffic(reading.exchanges if plan.streams else 0, to_run=True)
-    return plan

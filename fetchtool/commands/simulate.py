@@ -42,10 +42,9 @@ def main(
 ) -> None:
     import json
 
-    from fetchtool.commands.output import (check_choice, check_ports, emit, int_list_option,
+    from fetchtool.commands.output import (check_choice, check_ports, emit, int_list_option, plan_or_fail,
                                           report_console, warn_empty_shards)
     from fetchtool.commands.reading import Reading
-    from fetchtool.commands.replay import read_plan
     from fetchtool.commands.replay_markdown import simulate_markdown
     from fetchtool.commands.stamp import stamp_json, stamp_markdown
     from fetchtool.commands.window import time_window
@@ -65,7 +64,7 @@ def main(
         warn_empty_shards(s, k)
     report_console(width=width)  # a bad --width fails before the capture is read
     reading = Reading(capture, port, time_window(since, until, capture))
-    plan = read_plan(reading, "simulate")
+    plan = plan_or_fail(reading, "simulate")
     captured = captured_counts(plan)
     results = simulate_many(plan, configs, sessions, seed)  # one worker per core when several configs are asked
     doc = stamp_json(simulate_json(plan, captured, results))
