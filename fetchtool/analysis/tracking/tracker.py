@@ -27,6 +27,7 @@ from fetchtool.analysis.tracking.steps import count as count_steps
 from fetchtool.analysis.tracking.steps import unpack as unpack_steps
 from fetchtool.analysis.tracking.cache_events import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, TOUCH, CacheLog
 from fetchtool.analysis.model import CLOSE as CLOSE_KIND
+from fetchtool.analysis.model import owner
 from fetchtool.analysis.model import (
     ALIVE,
     CLOSED,
@@ -135,6 +136,20 @@ class TrackedSession:
     @property
     def live(self) -> bool:
         return self.end == ALIVE
+
+    # What analysis.shown.choose reads of a session, under its SessionLife's names: a report picks the sessions
+    # it lists from the tracked ones, and makes the lives of those only.
+    @property
+    def started_before_capture(self) -> bool:
+        return self.before_capture
+
+    @property
+    def incremental_requests(self) -> int:
+        return self.incremental
+
+    @property
+    def owner(self) -> str:
+        return owner(self.client_id, self.client, self.replica_id)
 
     def life(self) -> SessionLife:
         return SessionLife(
