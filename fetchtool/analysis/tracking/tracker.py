@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import cast
 from operator import attrgetter
 
+from fetchtool._fast import fast_constructor
 from fetchtool.exchange import FETCH, FETCH_SNAPSHOT, Exchange
 from fetchtool.sessions.metadata import FINAL_EPOCH, INITIAL_EPOCH, FetchMetadata, next_epoch
 
@@ -603,8 +604,11 @@ def _remember(recent: list[SentRequest], sent: SentRequest) -> None:
         del recent[0]
 
 
+_new_sent = fast_constructor(SentRequest)  # one per request (fetchtool._fast)
+
+
 def _sent(ex: Exchange, epoch: int) -> SentRequest:
-    return SentRequest(epoch, ex.file, ex.request_frame, ex.response_frame, ex.ts, ex.response_ts, ex.conn,
+    return _new_sent(epoch, ex.file, ex.request_frame, ex.response_frame, ex.ts, ex.response_ts, ex.conn,
                        ex.error_code)  # fmt: skip
 
 
