@@ -181,8 +181,9 @@ class StreamModel:
         self.client, self.broker = client, broker
         self.handler = FetchSessionHandler(node_id=0)
         # A private cache: one slot per connection, never evicted, so the model session always works.
+        # (its creations are never read: not recorded)
         self.manager = FetchManager(FetchSessionCache(max_slots=1, shards=1, eviction_ms=1 << 62,
-                                                      rng=rng or random.Random(0)))
+                                                      rng=rng or random.Random(0), record_events=False))
         self.wanted: dict[ClientKey, PartitionData] = {}   # what the client fetches, in its order
         # (topic, topic id, partition) of a captured row -> (client key, engine key, its state, its request)
         self.keys: dict[tuple, _Entry] = {}

@@ -234,10 +234,12 @@ def response_values_size(version: int, records, aborted=(), diverging_count: int
     return size
 
 
+@lru_cache(maxsize=4096)
 def empty_request_frame(version: int, client_id: str | None, replica_id: int | None, rack_id: str | None) -> int:
     return request_frame_size(version, client_id, replica_id, rack_id, ())
 
 
+@lru_cache(maxsize=None)
 def empty_response_frame(version: int) -> int:
     vs = version_sizes(version)
     return 4 + vs.response_header + vs.resp_empty
