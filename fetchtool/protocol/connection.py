@@ -296,6 +296,8 @@ class KafkaConnection:
     def _report_damage(self) -> None:
         """One bad_frame_size warning per resync after a size prefix that could not be believed."""
         req, resp = self._framers()
+        if not (req.damage or resp.damage):
+            return  # (every closed connection asks)
         for f, side in ((req, f"request from {self._client_s}"), (resp, f"response from {self._broker_s}")):
             for d in f.damage:
                 where = (f"framing resumed at frame {d.resumed_frame}" if d.resumed_frame is not None
