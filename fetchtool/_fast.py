@@ -19,7 +19,7 @@ def fast_constructor(cls: type) -> Callable:
     names = tuple(f.name for f in dataclasses.fields(cls))
     if getattr(cls, "__slots__", None) != names or hasattr(cls, "__post_init__"):
         return cls
-    twin = type(f"_Mutable{cls.__name__}", (), {"__slots__": names})
+    twin = type(f"_Mutable{cls.__name__}", cls.__bases__, {"__slots__": names})  # same bases: same layout
     args = ", ".join(names)
     body = "".join(f"    o.{n} = {n}\n" for n in names)
     namespace = {"_twin": twin, "_cls": cls}

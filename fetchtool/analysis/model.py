@@ -140,6 +140,12 @@ class PartitionErrorRow:
         return d
 
 
+def owner(client_id: str | None, client: str | None, replica_id: int | None) -> str:
+    """A session's holder, as a support engineer names it: client id@address, and a follower's replica id."""
+    who = f"{client_id or '?'}@{client}"
+    return who + (f" (follower, replica {replica_id})" if replica_id is not None and replica_id >= 0 else "")
+
+
 @dataclass(frozen=True, slots=True)
 class SessionLife:
     """One broker session from creation (or first sight) to its end, with the frames that show it."""
@@ -178,8 +184,7 @@ class SessionLife:
     @property
     def owner(self) -> str:
         """Who holds it, as a support engineer names it: client id@address, and a follower's replica id."""
-        who = f"{self.client_id or '?'}@{self.client}"
-        return who + (f" (follower, replica {self.replica_id})" if self.privileged else "")
+        return owner(self.client_id, self.client, self.replica_id)
 
     def to_json(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("steps", "traffic")}

@@ -25,7 +25,7 @@ from fetchtool.analysis.savings.estimator import SavingsEstimator
 from fetchtool.analysis.shown import choose
 from fetchtool.analysis.tracking.partition_errors import PartitionErrors
 from fetchtool.analysis.tracking.timeline import TimelineTracker
-from fetchtool.analysis.tracking.tracker import Observation, SessionTracker, host_of
+from fetchtool.analysis.tracking.tracker import Observation, SessionTracker, TrackedSession, host_of
 from fetchtool.analysis.tracking.traffic import TrafficTracker
 
 
@@ -286,12 +286,20 @@ class AnalysisPass:
         return list(self.iter_session_lives())
 
     def iter_session_lives(self) -> Iterator[SessionLife]:
-        """session_lives one at a time (a report that lists some keeps only those: analysis.shown)."""
+        """session_lives one at a time."""
+        return map(self.session_life(), self.tracker.sessions)
+
+    def session_life(self) -> Callable[[TrackedSession], SessionLife]:
+        """A tracked session -> its life, with the traffic of its fetches (analysis.shown.choose makes the lives
+        of the sessions a report lists, and only those)."""
         stats = self.traffic.session_stats()
-        for s in self.tracker.sessions:
+
+        def life(s: TrackedSession) -> SessionLife:
             st = stats.get(id(s))
-            life = s.life()
-            yield life if st is None else replace(life, traffic=st.summary())
+            made = s.life()
+            return made if st is None else replace(made, traffic=st.summary())
+
+        return life
 
     def client_summaries(self) -> list:
         stats = self.traffic.client_stats()
@@ -332,7 +340,7 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
     clients = tuple(sorted(run.client_summaries(), key=lambda c: (c.host, c.client_id or "")))
     findings = annotate(tuple(run.findings()), clients, decode_report)
     capture, brokers, clients = kept_view(run.kept, run.totals, run.files, decode, run.broker_summaries(), clients)
-    shown = choose(run.iter_session_lives(), sessions)
+    shown = choose(run.tracker.sessions, sessions, run.session_life())
     return Analysis(
         capture=capture,
         brokers=brokers,

@@ -9,8 +9,9 @@ What matters, in order: a session that failed (lost or evicted, or answered with
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from fetchtool.analysis.model import ALIVE, CLOSED, SessionLife
 
@@ -59,11 +60,14 @@ class Shown:
     never_used: NeverUsed
 
 
-def choose(lives: Iterable[SessionLife], limit: int | None) -> Shown:
-    """The sessions to list out of ``lives`` (in capture order), at most ``limit`` (None: all)."""
-    heap: list[tuple[int, int, SessionLife]] = []  # (-importance, -index, life): the root is the least wanted
-    kept: list[SessionLife] = []
-    unused_first: list[SessionLife] = []
+def choose(lives: Iterable[Any], limit: int | None, life: Callable[[Any], SessionLife] | None = None) -> Shown:
+    """The sessions to list out of ``lives`` (in capture order), at most ``limit`` (None: all). ``life``: makes
+    the SessionLife of an item, when the items are something cheaper that has the fields read here (errors,
+    end, started_before_capture, incremental_requests, owner, broker, session_id): only the sessions listed
+    are then made (a storm's 100,000 sessions cost their SessionLives only for the ones shown)."""
+    heap: list[tuple[int, int, Any]] = []  # (-importance, -index, item): the root is the least wanted
+    kept: list[Any] = []
+    unused_first: list[Any] = []
     groups: dict[tuple[str, str], list] = {}
     unused = total = 0
     for i, s in enumerate(lives):
@@ -88,6 +92,17 @@ def choose(lives: Iterable[SessionLife], limit: int | None) -> Shown:
                 heapq.heapreplace(heap, item)
     if limit is not None:
         kept = [s for _imp, _i, s in sorted(heap, key=lambda t: -t[1])]
+    if life is not None:  # one SessionLife per session, whichever lists hold it
+        made: dict[int, SessionLife] = {}
+
+        def one(s: Any) -> SessionLife:
+            got = made.get(id(s))
+            if got is None:
+                got = made[id(s)] = life(s)
+            return got
+
+        kept = list(map(one, kept))
+        unused_first = list(map(one, unused_first))
     return Shown(tuple(kept), total, NeverUsed(unused, tuple(unused_first),
                                                 tuple((o, b, n, tuple(ids)) for (o, b), (n, ids) in groups.items())))
 

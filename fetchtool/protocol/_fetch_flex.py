@@ -13,11 +13,13 @@ tests check that both paths give identical rows for every version (tests/protoco
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from struct import Struct
 
 from kio.schema.errors import ErrorCode
 
+from .._fast import fast_constructor
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
 from .codec import ZERO_UUID, CodecError, FetchRequestBody, FetchResponseBody
 from .records import summarize
@@ -30,6 +32,17 @@ class Unhandled(Exception):
 _KNOWN_ERRORS = frozenset(int(e) for e in ErrorCode)
 _ZERO_ID = bytes(16)
 _new = tuple.__new__
+
+
+def _builder(cls, names: tuple[str, ...]):
+    """cls's cheap constructor (fetchtool._fast), called by field name below, while these are all its fields."""
+    return fast_constructor(cls) if tuple(f.name for f in dataclasses.fields(cls)) == names else cls
+
+
+_request_body = _builder(FetchRequestBody, ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level",
+                                            "session_id", "session_epoch", "rack_id", "partitions", "forgotten"))
+_response_body = _builder(FetchResponseBody, ("throttle_time_ms", "error_code", "session_id", "partitions",
+                                              "records"))
 
 _REQ_HEAD_14 = Struct(">iiiibii")  # replica id, max wait, min bytes, max bytes, isolation, session id, epoch
 _REQ_HEAD_15 = Struct(">iiibii")  # v15+: the replica id moved into the ReplicaState tagged field
@@ -154,7 +167,7 @@ def read_request(body, version: int, names) -> FetchRequestBody:
     pos = _no_tags(buf, pos)
     if pos != len(buf):
         raise Unhandled("bytes after the body")
-    return FetchRequestBody(
+    return _request_body(
         replica_id=replica_id, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
         isolation_level=isolation, session_id=session_id, session_epoch=epoch, rack_id=rack_id,
         partitions=tuple(rows), forgotten=tuple(forgotten),
@@ -236,7 +249,7 @@ def read_response(body, version: int, names, keep_records: bool) -> FetchRespons
     pos = _no_tags(buf, pos)
     if pos != end:
         raise Unhandled("bytes after the body")
-    return FetchResponseBody(
+    return _response_body(
         throttle_time_ms=throttle, error_code=error, session_id=session_id, partitions=tuple(rows),
         records=None if blobs is None else tuple(blobs),
     )

@@ -8,10 +8,11 @@ across connections (topic names per broker, counters) lives in a DecodeContext t
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from struct import Struct
 from typing import Callable, Iterator, Sequence
 
+from .._fast import fast_constructor
 from ..capture.events import Endpoint, StreamData, StreamGap, StreamRun
 from ..exchange import Exchange
 from . import codec
@@ -27,6 +28,16 @@ WELL_KNOWN_PORTS = frozenset({9092, 9093, 9094, 9095, 9096, 9097, 9192, 19092, 2
 DETECT_LIMIT = 256 * 1024  # bytes buffered per direction before the broker side must be decided
 DEEP_SCAN = 64 * 1024  # how far into a direction detection looks for a first request past a cut one
 _I32 = Struct(">i")
+# Exchange's fields, as _exchange fills them (by name): its cheap constructor (fetchtool._fast) while they are all
+# there is to fill, else the class itself
+_EXCHANGE_FIELDS = (
+    "file", "conn", "request_frame", "response_frame", "ts", "response_ts", "client", "broker", "api_key",
+    "api_version", "correlation_id", "client_id", "client_software", "replica_id", "session_id", "session_epoch",
+    "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "rack_id", "error_code", "response_session_id",
+    "throttle_time_ms", "request_bytes", "response_bytes", "request_partitions", "forgotten_partitions",
+    "response_partitions")
+_new_exchange = (fast_constructor(Exchange) if tuple(f.name for f in fields(Exchange)) == _EXCHANGE_FIELDS
+                 else Exchange)
 _SESSION_APIS = (FETCH, FETCH_SNAPSHOT)
 _NOTHING: tuple[()] = ()  # what most events yield: shared, not a new empty list each time
 # How far a resync accepts a request's correlation id beyond the connection's last one. Java clients draw ids
@@ -285,6 +296,8 @@ class KafkaConnection:
     def _report_damage(self) -> None:
         """One bad_frame_size warning per resync after a size prefix that could not be believed."""
         req, resp = self._framers()
+        if not (req.damage or resp.damage):
+            return  # (every closed connection asks)
         for f, side in ((req, f"request from {self._client_s}"), (resp, f"response from {self._broker_s}")):
             for d in f.damage:
                 where = (f"framing resumed at frame {d.resumed_frame}" if d.resumed_frame is not None
@@ -422,7 +435,7 @@ class KafkaConnection:
         if resp is None:
             rep.responses_missing += fr is None
         q = p.body
-        return Exchange(
+        return _new_exchange(
             file=self.ctx.file, conn=self.conn, request_frame=p.frame, response_frame=None if fr is None else fr.frame,
             ts=p.ts, response_ts=None if fr is None else fr.ts, client=self._client_s, broker=self._broker_s,
             api_key=p.api_key, api_version=p.api_version, correlation_id=p.correlation_id, client_id=p.client_id,

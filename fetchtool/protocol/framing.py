@@ -120,16 +120,26 @@ class Framer:
             data = data[n:] if n < len(data) else b""
         if not data:
             return _NO_FRAMES
-        if not self._have and not self.resyncing and len(data) >= 4:
-            # Fast path, as _parse would frame it: a synced stream's packet that holds exactly one whole frame.
+        if not self._have and len(data) >= 4 and (not self.resyncing or (self._opening and self._lead is None)):
+            # Fast path, as _parse would frame it: a packet that holds exactly one whole frame, on a synced stream
+            # or as the very first packet of an unsynced one whose scanner finds the frame's start at its first
+            # byte (a connection seen from its SYN).
             size = _SIZE.unpack_from(data, 0)[0]
             if size + 4 == len(data) and self._min <= size <= self._max:
-                self._first_frame = frame
-                self._last = (frame, ts)
-                self._need = 4
-                self.frames += 1
                 # a copy, as _join makes: a view of the capture's mapped bytes must not outlive its batch
-                return [Frame(memoryview(data if type(data) is bytes else bytes(data))[4:], frame, ts, len(data))]
+                raw = data if type(data) is bytes else bytes(data)
+                if self.resyncing:
+                    if self._scanner(memoryview(raw), 0)[0] != 0:
+                        data = raw  # (the scan below asks again, of the same bytes: the same answer)
+                    else:
+                        self._lead = frame
+                        self.resyncing = self._opening = False
+                if not self.resyncing:
+                    self._first_frame = frame
+                    self._last = (frame, ts)
+                    self._need = 4
+                    self.frames += 1
+                    return [Frame(memoryview(raw)[4:], frame, ts, len(data))]
         if not self._have:
             self._first_frame = frame
         if self._opening and self._lead is None:

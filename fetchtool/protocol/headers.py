@@ -164,17 +164,22 @@ def response_body_offset(payload, api_key: int, version: int) -> int:
     return _skip_tagged_fields(payload, 4)
 
 
+# api key -> the highest version a plausible request of it may carry (plausible_request_start)
+_TOP_VERSION = {key: top + VERSION_SLACK for key, (_name, top, _flexible) in APIS.items()}
+_SIZE_HDR = Struct(">ihhih")  # size prefix, then _HDR
+
+
 def plausible_request_start(buf, pos: int, max_size: int) -> bool | None:
     """Could a request frame (with its size prefix) start at buf[pos]? None: not enough bytes to tell."""
     if len(buf) - pos < 14:
         return None
-    size, api_key, version, _, n = _I32.unpack_from(buf, pos)[0], *_HDR.unpack_from(buf, pos + 4)
+    size, api_key, version, _, n = _SIZE_HDR.unpack_from(buf, pos)
     if size < 8 or size > max_size:
         return False
-    entry = APIS.get(api_key)
-    if entry is None or version < 0 or version > entry[1] + VERSION_SLACK:
+    top = _TOP_VERSION.get(api_key)
+    if top is None or version < 0 or version > top:
         return False
-    if request_header_version(api_key, version) == 0:
+    if api_key == CONTROLLED_SHUTDOWN and version == 0:  # the one request header v0 (request_header_version)
         return True
     return -1 <= n <= MAX_CLIENT_ID and 10 + max(n, 0) <= size
 

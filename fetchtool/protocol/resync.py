@@ -113,6 +113,11 @@ class FirstRequestScan:
 
     def __call__(self, raw: bytes, start: int):
         end = len(raw)
+        if (start == 0 and self._start == -1 and plausible_request_start(raw, 0, MAX_FRAME)
+                and _request_chain(raw, 0, end)[0] == _EXACT):
+            # Nothing remembered and the stream's first byte starts requests that chain to its end (a connection
+            # seen from its start): the scan below would judge position 0 first and find just that.
+            return 0, 0
         last = end - 14  # from here on plausible_request_start cannot tell yet
         if start == self._start and self._head and raw.startswith(self._head):
             plausible, judged = self._plausible, self._judged

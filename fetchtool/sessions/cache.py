@@ -195,11 +195,13 @@ class FetchSessionCacheShard:
             session = make_session()
             self._sessions[session.id] = session
             self.touch(session, now_ms)
-            if evicted is not None:
-                victim, reason = evicted
-                self._events.append(SessionEvicted(victim.id, now_ms, victim.privileged, victim.cached_size,
-                                                   reason, session.id, self.shard_num))
-            self._events.append(SessionCreated(session.id, now_ms, privileged, session.cached_size, self.shard_num))
+            if self._events.enabled:  # (a cache nobody reads the events of makes none: the savings model's)
+                if evicted is not None:
+                    victim, reason = evicted
+                    self._events.append(SessionEvicted(victim.id, now_ms, victim.privileged, victim.cached_size,
+                                                       reason, session.id, self.shard_num))
+                self._events.append(SessionCreated(session.id, now_ms, privileged, session.cached_size,
+                                                   self.shard_num))
             return session
         return None
 

@@ -73,3 +73,16 @@ def test_analyze_json_lists_sessions_on_request_only(tmp_path):
     assert all(s in every["sessions"] for s in two["sessions"])
     for key in ("capture", "brokers", "clients", "findings", "savings"):
         assert two[key] == every[key]
+
+
+@pytest.mark.parametrize("limit", [0, 1, 3])
+@pytest.mark.parametrize("name", ["java-evictions.pcap", "platformatic-churn.pcap"])
+def test_a_report_listing_some_sessions_lists_those_a_choice_over_every_session_would(name, limit):
+    # analyze_items chooses among the tracked sessions and makes the lives of the listed ones only
+    path = str(REPO / "captures" / "kafka" / name)
+    run = decode_capture([path])
+    listed = analyze_items(run, decode_report=run.report, sessions=limit)
+    every = bounded(analyze_capture([path]), limit)
+    assert listed.sessions == every.sessions and listed.sessions_total == every.sessions_total
+    assert listed.never_used == every.never_used
+    assert listed.to_json() == every.to_json()

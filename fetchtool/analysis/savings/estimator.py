@@ -337,12 +337,13 @@ class SavingsEstimator:
             self.model_errors += 1
             self.streams[key] = StreamModel(ex.client, ex.broker, self.rng)
             return None
+        host = host_of(ex.client)
         if ex.response_session_id:
-            skey = (host_of(ex.client), ex.client_id, ex.broker, ex.response_session_id)
+            skey = (host, ex.client_id, ex.broker, ex.response_session_id)
             if self._by_session.get(skey) is not model:
                 self._by_session[skey] = model
                 self._session_keys.setdefault(id(model), (model, []))[1].append(skey)
-        pair = self.per_pair.get(pk := (host_of(ex.client), ex.client_id, ex.broker))
+        pair = self.per_pair.get(pk := (host, ex.client_id, ex.broker))
         if pair is None:
             pair = self.per_pair[pk] = [0, 0]
         if s.category == POTENTIAL:

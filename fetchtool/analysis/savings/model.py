@@ -25,6 +25,7 @@ from itertools import compress, groupby
 from operator import attrgetter, eq, itemgetter, ne
 from typing import TypeGuard, cast
 
+from fetchtool._fast import fast_constructor
 from fetchtool.exchange import Exchange, ResponsePartition
 from fetchtool.sessions import (FetchManager, FetchSessionCache, FetchSessionHandler, PartitionData,
                                 PartitionResult, TopicIdPartition, TopicPartition)
@@ -144,6 +145,9 @@ class ExchangeSavings(ByteSums):
         return d
 
 
+_new_savings = fast_constructor(ExchangeSavings)  # one per Fetch exchange (fetchtool._fast)
+
+
 def request_kind(ex: Exchange) -> str:
     epoch = ex.session_epoch
     if ex.api_version < MIN_SESSION_VERSION or epoch is None:
@@ -177,8 +181,9 @@ class StreamModel:
         self.client, self.broker = client, broker
         self.handler = FetchSessionHandler(node_id=0)
         # A private cache: one slot per connection, never evicted, so the model session always works.
+        # (its creations are never read: not recorded)
         self.manager = FetchManager(FetchSessionCache(max_slots=1, shards=1, eviction_ms=1 << 62,
-                                                      rng=rng or random.Random(0)))
+                                                      rng=rng or random.Random(0), record_events=False))
         self.wanted: dict[ClientKey, PartitionData] = {}   # what the client fetches, in its order
         # (topic, topic id, partition) of a captured row -> (client key, engine key, its state, its request)
         self.keys: dict[tuple, _Entry] = {}
@@ -473,7 +478,7 @@ class StreamModel:
 
         category, cause = self._book(ex, kind)
         self.exchanges += 1
-        return ExchangeSavings(
+        return _new_savings(
             ex.file, ex.request_frame, ex.ts, ex.client, ex.client_id, ex.broker, version, veq, kind, category, cause,
             ex.error_code, len(wanted), len(to_send), len(forgotten), len(outcome.partitions), actual_req,
             actual_resp, full_req, full_resp, inc_req, inc_resp, records, reenc_req, reenc_resp, missing,

@@ -55,7 +55,7 @@ def _sp(version: int, aborted: int = -1, diverging: int = -1, records: int = 0) 
 class VersionSizes:
     """The measured constants of one Fetch version (see the module docstring)."""
 
-    __slots__ = ("version", "flexible", "names", "name_sizes", "req_empty", "req_topic", "req_partition", "forgot_topic",
+    __slots__ = ("version", "flexible", "names", "name_sizes", "topics_memo", "req_empty", "req_topic", "req_partition", "forgot_topic",
                  "forgot_partition", "resp_empty", "resp_topic", "resp_partition", "aborted_entry", "diverging",
                  "response_header")
 
@@ -64,6 +64,7 @@ class VersionSizes:
         self.flexible = is_flexible(FETCH, v)
         self.names = v < 13  # topics are named (else a fixed 16-byte id)
         self.name_sizes: dict = {}   # name -> name_size(name), filled as names are met
+        self.topics_memo: dict[tuple, int] = {}   # (per topic, per partition, *keys) -> _keys_topics (short lists)
         self.req_empty = _req(v)
         one_topic = _req(v, [_rp(v)])
         two_parts = _req(v, [_rp(v), _rp(v, 1)])
@@ -162,6 +163,26 @@ def _keys_topics(vs: VersionSizes, keys, per_topic: int, per_partition: int) -> 
     n = len(keys)
     if not n:
         return 0
+    if n > _MEMO_KEYS:
+        return _count_topics(vs, keys, n, per_topic, per_partition)
+    # A few partitions (a storm's connections all fetch the same ones): remembered, as a lookup costs less
+    # than the count
+    memo = vs.topics_memo
+    k = (per_topic, per_partition, *keys)
+    total = memo.get(k)
+    if total is None:
+        if len(memo) >= _MEMO_ENTRIES:
+            memo.clear()
+        total = memo[k] = _count_topics(vs, keys, n, per_topic, per_partition)
+    return total
+
+
+_MEMO_KEYS = 8         # lists of at most this many keys are remembered by _keys_topics
+_MEMO_ENTRIES = 4096   # ... up to this many per version
+
+
+def _count_topics(vs: VersionSizes, keys: list | tuple, n: int, per_topic: int, per_partition: int) -> int:
+    """_keys_topics of ``n`` > 0 keys, counted."""
     # where a run starts: 0, then every entry unequal to the one before (what groupby splits on)
     starts = [0]
     starts += compress(range(1, n), map(ne, islice(keys, 1, None), keys))
@@ -234,10 +255,12 @@ def response_values_size(version: int, records, aborted=(), diverging_count: int
     return size
 
 
+@lru_cache(maxsize=4096)
 def empty_request_frame(version: int, client_id: str | None, replica_id: int | None, rack_id: str | None) -> int:
     return request_frame_size(version, client_id, replica_id, rack_id, ())
 
 
+@lru_cache(maxsize=None)
 def empty_response_frame(version: int) -> int:
     vs = version_sizes(version)
     return 4 + vs.response_header + vs.resp_empty

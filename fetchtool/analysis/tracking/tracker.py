@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import cast
 from operator import attrgetter
 
+from fetchtool._fast import fast_constructor
 from fetchtool.exchange import FETCH, FETCH_SNAPSHOT, Exchange
 from fetchtool.sessions.metadata import FINAL_EPOCH, INITIAL_EPOCH, FetchMetadata, next_epoch
 
@@ -27,6 +28,7 @@ from fetchtool.analysis.tracking.steps import count as count_steps
 from fetchtool.analysis.tracking.steps import unpack as unpack_steps
 from fetchtool.analysis.tracking.cache_events import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, TOUCH, CacheLog
 from fetchtool.analysis.model import CLOSE as CLOSE_KIND
+from fetchtool.analysis.model import owner
 from fetchtool.analysis.model import (
     ALIVE,
     CLOSED,
@@ -135,6 +137,20 @@ class TrackedSession:
     @property
     def live(self) -> bool:
         return self.end == ALIVE
+
+    # What analysis.shown.choose reads of a session, under its SessionLife's names: a report picks the sessions
+    # it lists from the tracked ones, and makes the lives of those only.
+    @property
+    def started_before_capture(self) -> bool:
+        return self.before_capture
+
+    @property
+    def incremental_requests(self) -> int:
+        return self.incremental
+
+    @property
+    def owner(self) -> str:
+        return owner(self.client_id, self.client, self.replica_id)
 
     def life(self) -> SessionLife:
         return SessionLife(
@@ -588,8 +604,11 @@ def _remember(recent: list[SentRequest], sent: SentRequest) -> None:
         del recent[0]
 
 
+_new_sent = fast_constructor(SentRequest)  # one per request (fetchtool._fast)
+
+
 def _sent(ex: Exchange, epoch: int) -> SentRequest:
-    return SentRequest(epoch, ex.file, ex.request_frame, ex.response_frame, ex.ts, ex.response_ts, ex.conn,
+    return _new_sent(epoch, ex.file, ex.request_frame, ex.response_frame, ex.ts, ex.response_ts, ex.conn,
                        ex.error_code)  # fmt: skip
 
 
