@@ -7,8 +7,10 @@ CAPTURE (pcap or pcapng, e.g. /work/bench/bench1g.pcap) is cut into rotated sets
 `tcpdump -C` names them (cap.pcapng, cap.pcapng1, ...; made once in --workdir). For each set and engine the
 command a user types is timed from the shell: `fetchtool analyze FILES --format json` (--engine spark --master M).
 Figures:
-  wall, CPU, peak RSS   /usr/bin/time of the whole command (CPU: user + system of the process and the children it
-                        waited for; max RSS: its largest such process)
+  wall, peak RSS        /usr/bin/time of the whole command (max RSS: its largest process)
+  CPU                   user + system of every process of the command, sampled from /proc every 0.1 s: the
+                        Python driver, the JVM and the Python workers it starts (/usr/bin/time sees only the
+                        processes waited for, not the JVM); split as "py" (driver and workers) and "jvm"
   driver RSS            the Python driver's own peak (VmHWM at exit)
   start-up              the same command on a 0.5 MB capture: the JVM, the session and the first jobs
   MB/s per core         capture size / (wall - start-up) / cores; the embedded engine counts as one core
@@ -28,6 +30,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,17 +106,68 @@ def rotate(capture: Path, pieces: int, out: Path) -> list[Path]:
 
 
 # -- whole commands -----------------------------------------------------------------------------------------------
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu(root: int, seen: dict[int, tuple[str, float]]) -> None:
+    """Note the CPU seconds so far (user + system) of `root` and every process under it: pid -> (kind, s)."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, tuple[str, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        comm = text[text.index("(") + 1:text.rindex(")")]
+        fields = text[text.rindex(")") + 2:].split()
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        stats[pid] = ("jvm" if comm == "java" else "py", (int(fields[11]) + int(fields[12])) / TICK)
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            seen[pid] = stats[pid]
+        todo.extend(children.get(pid, ()))
+
+
+CLUSTER_PIDS: list[int] = []  # a standalone cluster's master and workers: its executors are their children
+
+
 def run(args: list[str], env: dict, cwd: Path) -> dict:
-    """One whole command from the shell: wall s, max RSS MB (/usr/bin/time), the driver's VmHWM, stdout digest."""
-    with tempfile.NamedTemporaryFile() as timing:
-        proc = subprocess.run(["/usr/bin/time", "-o", timing.name, "-f", "%e %M %U %S", sys.executable, "-c", DRIVER,
-                               *args], env=env, cwd=cwd, capture_output=True)
+    """One whole command from the shell: wall s, max RSS MB (/usr/bin/time), CPU s of its process tree (sampled),
+    the driver's VmHWM, stdout digest."""
+    with tempfile.NamedTemporaryFile() as timing, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(["/usr/bin/time", "-o", timing.name, "-f", "%e %M %U %S", sys.executable, "-c",
+                                 DRIVER, *args], env=env, cwd=cwd, stdout=out, stderr=err)
+        seen: dict[int, tuple[str, float]] = {}
+        before: dict[int, tuple[str, float]] = {}
+        for pid in CLUSTER_PIDS:  # what the cluster's processes had spent before the command
+            _tree_cpu(pid, before)
+        while proc.poll() is None:
+            _tree_cpu(proc.pid, seen)
+            for pid in CLUSTER_PIDS:
+                _tree_cpu(pid, seen)
+            time.sleep(0.1)
+        for pid, (kind, s) in before.items():
+            if pid in seen:
+                seen[pid] = (kind, seen[pid][1] - s)
         wall, rss, user, system = open(timing.name).read().split()[-4:]
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read().decode()
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(args[:6])}...: exit {proc.returncode}\n{proc.stderr.decode()[-2000:]}")
-    hwm = [int(line.split()[1]) for line in proc.stderr.decode().splitlines() if line.startswith("driver-hwm-kb")]
-    return {"wall": float(wall), "rss": int(rss) / 1024, "cpu": float(user) + float(system), "driver": hwm[-1] / 1024 if hwm else float("nan"),
-            "digest": hashlib.sha256(proc.stdout).hexdigest()[:12]}
+        raise SystemExit(f"{' '.join(args[:6])}...: exit {proc.returncode}\n{stderr[-2000:]}")
+    hwm = [int(line.split()[1]) for line in stderr.splitlines() if line.startswith("driver-hwm-kb")]
+    cpu = {kind: sum(s for k, s in seen.values() if k == kind) for kind in ("py", "jvm")}
+    # the driver's own figure is exact (waited for); the sampled one misses its last 0.1 s
+    cpu["py"] = max(cpu["py"], float(user) + float(system))
+    return {"wall": float(wall), "rss": int(rss) / 1024, "cpu": cpu["py"] + cpu["jvm"], "py": cpu["py"],
+            "jvm": cpu["jvm"], "driver": hwm[-1] / 1024 if hwm else float("nan"),
+            "digest": hashlib.sha256(stdout).hexdigest()[:12]}
 
 
 def analyze(files: list[Path], engine: list[str], env: dict, runs: int) -> dict:
@@ -144,14 +198,17 @@ def main() -> None:
         if cluster is not None:
             cluster.start(workers=2, cores=1, memory="1g")
             cluster.wait_for_workers(2)
+            CLUSTER_PIDS.extend(p.pid for p in cluster.procs)
         masters = {m: (cluster.url if m == "standalone" and cluster else m) for m in args.masters}
         size = args.capture.stat().st_size / 1e6
         print(f"{args.capture} ({size:,.0f} MB); {os.cpu_count()} cores; best of {args.runs}", flush=True)
-        start = {m: analyze([TINY], ["--engine", "spark", "--master", url], env, max(2, args.runs))["wall"]
-                 for m, url in masters.items()}
+        startup = {m: analyze([TINY], ["--engine", "spark", "--master", url], env, max(2, args.runs))
+                   for m, url in masters.items()}
+        start = {m: r["wall"] for m, r in startup.items()}
         tiny = analyze([TINY], [], env, 1)["wall"]
         print("start-up (the same command on a 0.5 MB capture): embedded "
-              f"{tiny:.1f} s; " + "; ".join(f"{m} {s:.1f} s" for m, s in start.items()), flush=True)
+              f"{tiny:.1f} s; " + "; ".join(f"{m} {r['wall']:.1f} s (CPU {r['cpu']:.0f} s)"
+                                            for m, r in startup.items()), flush=True)
         for pieces in args.pieces:
             files = rotate(args.capture, pieces, args.workdir / f"{args.capture.name}-{pieces}")
             emb = analyze(files, [], env, args.runs)
@@ -167,8 +224,10 @@ def main() -> None:
                 rate = size / net / cores
                 same = "== embedded" if r["digest"] == emb["digest"] else "DIFFERS from embedded"
                 print(f"  {m:10} {r['wall']:6.1f} s (start-up {start[m]:.1f} s + {net:5.1f} s)  {rate:5.1f} MB/s "
-                      f"per core = {rate / emb_rate:4.0%} of embedded  CPU {r['cpu']:.0f} s  peak RSS {r['rss']:,.0f} MB  driver "
+                      f"per core = {rate / emb_rate:4.0%} of embedded  CPU {r['cpu']:.0f} s (py {r['py']:.0f} jvm "
+                      f"{r['jvm']:.0f})  peak RSS {r['rss']:,.0f} MB  driver "
                       f"{r['driver']:,.0f} MB  report {same}", flush=True)
+            print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
             if "local[2]" in walls and "local[1]" in walls:
                 print(f"  local[2] / local[1] = {walls['local[2]'] / walls['local[1]']:.2f} (target <= 0.6)")
             if "local[2]" in walls and "standalone" in walls:
