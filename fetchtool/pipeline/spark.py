@@ -77,15 +77,17 @@ def spark_session(master: str | None = None, verbose: bool = False):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this interpreter's fetchtool
     from pyspark import SparkConf
 
-    # The JVMs only move Arrow batches, cache and sort them (the work is the Python workers'): C1 alone compiles
-    # what they run for half the CPU tiered compilation spends (bench_spark.py: a local[2] JVM's CPU 19 -> 10 s
-    # on a 0.5 MB capture, 25 -> 14 s on 1.1 GB), and the serial collector keeps GC threads off the cores the
-    # workers need. PYSPARK_SUBMIT_ARGS' --conf spark.driver.extraJavaOptions=... replaces these for the driver.
-    java_opts = (f"-Dlog4j2.configurationFile=file:{_log_config(verbose)} -XX:TieredStopAtLevel=1 "
-                 "-XX:+UseSerialGC")
+    # The driver's JVM only moves Arrow batches, caches and sorts them (the work is the Python workers'), and on a
+    # local master it is the executor too: C1 alone compiles what it runs for half the CPU tiered compilation
+    # spends (bench_spark.py: a local[2] JVM's CPU 19 -> 10 s on a 0.5 MB capture, 25 -> 14 s on 1.1 GB), and the
+    # serial collector keeps GC threads off the cores the workers need. PYSPARK_SUBMIT_ARGS'
+    # --conf spark.driver.extraJavaOptions=... replaces these. A cluster's executors keep their own JIT and
+    # collector: their heaps and cores are the cluster owner's to tune, and a setting made here would override it.
+    log_opts = f"-Dlog4j2.configurationFile=file:{_log_config(verbose)}"
     conf = (SparkConf().setAppName("fetchtool").setMaster(master or "local[*]")
             .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
-            .set("spark.driver.extraJavaOptions", java_opts).set("spark.executor.extraJavaOptions", java_opts)
+            .set("spark.driver.extraJavaOptions", f"{log_opts} -XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+            .set("spark.executor.extraJavaOptions", log_opts)
             .set("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
             # stage 1's items are cached once and read once: compressing them would only cost CPU
             .set("spark.sql.inMemoryColumnarStorage.compressed", "false"))
