@@ -330,6 +330,8 @@ assert ForgottenPartition._fields == _REQUEST_FIELDS[:3] == _RESPONSE_FIELDS[:3]
 _TOPIC, _TOPIC_ID, _PARTITION, _FETCH_OFFSET, _PARTITION_MAX_BYTES, _LOG_START, _LEADER_EPOCH, \
     _LAST_FETCHED_EPOCH = range(len(_REQUEST_FIELDS))
 _ERROR, _HW, _LSO, _R_LOG_START, _PREFERRED, _DIVERGING, _RECORDS_BYTES = range(3, len(_RESPONSE_FIELDS))
+
+
 def _spilled(ex: Exchange) -> tuple:
     rps = ex.response_partitions
     return (tuple(map(_request_fields, ex.request_partitions)), tuple(map(tuple, ex.forgotten_partitions)),
