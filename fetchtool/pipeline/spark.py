@@ -105,6 +105,7 @@ def spark_session(master: str | None = None, verbose: bool = False):
             log = None if verbose else tempfile.TemporaryFile()
             SparkContext._gateway = launch_gateway(conf, None if log is None else {"stderr": log})
             SparkContext._jvm = SparkContext._gateway.jvm
+        _keep_executor_options(conf, SparkContext._jvm, log_opts)
         spark = SparkSession.builder.config(conf=conf).getOrCreate()
     except Exception as exc:  # noqa: BLE001 - e.g. no Java: one line, not a JVM stack trace
         text = [line for line in (str(exc) + "\n" + _tail(log)).strip().splitlines() if line.strip()]
@@ -113,6 +114,15 @@ def spark_session(master: str | None = None, verbose: bool = False):
     if not verbose:
         spark.sparkContext.setLogLevel("OFF")
     return spark
+
+
+def _keep_executor_options(conf, jvm, ours: str) -> None:
+    """Executor JVM options the user gave (PYSPARK_SUBMIT_ARGS' --conf, spark-defaults.conf: spark-submit made
+    them the driver JVM's system properties) are kept, with fetchtool's log configuration after them: setting
+    the key alone would replace them."""
+    given = jvm.java.lang.System.getProperty("spark.executor.extraJavaOptions")
+    if given and ours not in given:
+        conf.set("spark.executor.extraJavaOptions", f"{given} {ours}")
 
 
 def stage_lines(verbose: bool = False):

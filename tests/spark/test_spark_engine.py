@@ -13,6 +13,7 @@ numbering.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -139,3 +140,16 @@ def test_uris_are_passed_as_given(spark):
     assert count_packets(0, f"file://{capture}") == local
     missing = count_packets(0, f"file://{capture}.missing")
     assert missing[1] == 0 and missing[4].startswith(f"file://{capture}.missing: cannot open")
+
+
+def test_executor_jvm_options_the_user_gives_are_kept(tmp_path):
+    # fetchtool sets the executors' log4j configuration; setting the key alone replaced what the user gave
+    code = ("from fetchtool.pipeline.spark import spark_session\n"
+            "print(spark_session('local[1]').sparkContext.getConf().get('spark.executor.extraJavaOptions'))\n")
+    env = {**os.environ, "PYSPARK_SUBMIT_ARGS":
+           "--conf spark.executor.extraJavaOptions=-Dfetchtool.test.kept=1 pyspark-shell"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+                         cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    options = res.stdout.strip().splitlines()[-1]
+    assert "-Dfetchtool.test.kept=1" in options and "-Dlog4j2.configurationFile=" in options
