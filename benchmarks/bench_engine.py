@@ -46,54 +46,71 @@ def build(partitions_per_session: int):
     return cache, manager, names, tps, data, results, sessions
 
 
+def _rate(seconds: float, batch: int, step) -> tuple[float, int]:
+    """Calls step(ops, now) in batches of `batch` until `seconds` pass, `ops` counting the calls and `now` the
+    engine's clock (ms) from 1: (calls per second, calls)."""
+    ops, now = 0, 1
+    deadline = time.perf_counter() + seconds
+    start = time.perf_counter()
+    while time.perf_counter() < deadline:
+        for _ in range(batch):
+            step(ops, now)
+            ops += 1
+            now += 1
+    return ops / (time.perf_counter() - start), ops
+
+
+def _changing(tps: list, n_parts: int, ops: int) -> tuple:
+    """The two partitions of a session that change between its fetches: one returns records, another's high
+    watermark moves (a different pair each round of the sessions)."""
+    rnd = ops // LIVE_SESSIONS
+    return tps[rnd % n_parts], tps[(rnd + 7) % n_parts]
+
+
 def bench_incremental(n_parts: int, seconds: float) -> tuple[float, float]:
     cache, manager, names, tps, data, results, sessions = build(n_parts)
     # Each session sees its own partition results (disjoint consumers); between two fetches of a session a few
     # of its partitions change: one returns records, another's high watermark moves.
     per_session = [dict(results) for _ in sessions]
-    ops, now, sent = 0, 1, 0
-    deadline = time.perf_counter() + seconds
-    start = time.perf_counter()
-    while time.perf_counter() < deadline:
-        for _ in range(200):
-            i = ops % LIVE_SESSIONS
-            s, res = sessions[i], per_session[i]
-            ctx = manager.new_context(now, VERSION, FetchMetadata(s[0], s[1]), False, {}, (), names)
-            a, b = tps[(ops // LIVE_SESSIONS) % n_parts], tps[(ops // LIVE_SESSIONS + 7) % n_parts]
-            res[a] = PartitionResult(high_watermark=100 + ops, log_start_offset=0, records_size=512)
-            res[b] = PartitionResult(high_watermark=100 + ops, log_start_offset=0)
-            out = ctx.update_and_generate_response(now, res)
-            assert out.error_code == 0
-            sent += len(out.partitions)
-            # Delivered: quiet again. Like a broker that builds results from ctx.partitions(), keep the results
-            # in session order (the engine moved `a` to the end), which is the engine's no-hash fast path.
-            del res[a]
-            res[a] = PartitionResult(high_watermark=100 + ops, log_start_offset=0)
-            s[1] += 1
-            ops += 1
-            now += 1
-    return ops / (time.perf_counter() - start), sent / ops
+    sent = 0
+
+    def fetch(ops: int, now: int) -> None:
+        nonlocal sent
+        i = ops % LIVE_SESSIONS
+        s, res = sessions[i], per_session[i]
+        ctx = manager.new_context(now, VERSION, FetchMetadata(s[0], s[1]), False, {}, (), names)
+        a, b = _changing(tps, n_parts, ops)
+        res[a] = PartitionResult(high_watermark=100 + ops, log_start_offset=0, records_size=512)
+        res[b] = PartitionResult(high_watermark=100 + ops, log_start_offset=0)
+        out = ctx.update_and_generate_response(now, res)
+        assert out.error_code == 0
+        sent += len(out.partitions)
+        # Delivered: quiet again. Like a broker that builds results from ctx.partitions(), keep the results
+        # in session order (the engine moved `a` to the end), which is the engine's no-hash fast path.
+        del res[a]
+        res[a] = PartitionResult(high_watermark=100 + ops, log_start_offset=0)
+        s[1] += 1
+
+    rate, ops = _rate(seconds, 200, fetch)
+    return rate, sent / ops
 
 
 def bench_full(n_parts: int, seconds: float) -> float:
     cache, manager, names, tps, data, results, sessions = build(n_parts)
-    ops, now = 0, 1
-    deadline = time.perf_counter() + seconds
-    start = time.perf_counter()
-    while time.perf_counter() < deadline:
-        for _ in range(20):
-            # A consumer re-establishing its session: (id, 0) closes the old one, the response creates a new one,
-            # so the cache stays at 1,000 live sessions.
-            s = sessions[ops % LIVE_SESSIONS]
-            ctx = manager.new_context(now, VERSION, FetchMetadata(s[0], 0), False, data, (), names)
-            out = ctx.update_and_generate_response(now, results)
-            assert out.session_id
-            s[0], s[1] = out.session_id, 1
-            ops += 1
-            now += 1
+
+    def fetch(ops: int, now: int) -> None:
+        # A consumer re-establishing its session: (id, 0) closes the old one, the response creates a new one,
+        # so the cache stays at 1,000 live sessions.
+        s = sessions[ops % LIVE_SESSIONS]
+        ctx = manager.new_context(now, VERSION, FetchMetadata(s[0], 0), False, data, (), names)
+        out = ctx.update_and_generate_response(now, results)
+        assert out.session_id
+        s[0], s[1] = out.session_id, 1
+
+    rate, _ = _rate(seconds, 20, fetch)
     cache.drain_events()
     assert cache.size == LIVE_SESSIONS
-    return ops / (time.perf_counter() - start)
+    return rate
 
 
 def bench_incremental_changed(n_parts: int, seconds: float, walk_all: bool = False) -> tuple[float, float]:
@@ -109,57 +126,52 @@ def bench_incremental_changed(n_parts: int, seconds: float, walk_all: bool = Fal
         ctx.update_and_generate_response(0, first)
         s[1] += 1
         previous.append(first)
-    ops, now, sent = 0, 1, 0
-    deadline = time.perf_counter() + seconds
-    start = time.perf_counter()
-    while time.perf_counter() < deadline:
-        for _ in range(200):
-            i = ops % LIVE_SESSIONS
-            s, before = sessions[i], previous[i]
-            ctx = manager.new_context(now, VERSION, FetchMetadata(s[0], s[1]), False, {}, (), names)
-            a, b = tps[(ops // LIVE_SESSIONS) % n_parts], tps[(ops // LIVE_SESSIONS + 7) % n_parts]
-            res = ReadResults(before, before)
-            changed: list = []
-            for tp, result in ((a, PartitionResult(high_watermark=100 + ops, log_start_offset=0, records_size=512)),
-                               (b, PartitionResult(high_watermark=100 + ops, log_start_offset=0))):
-                del res[tp]
-                res[tp] = result
-                changed += (tp, result)
-            # The partition that returned records last time is quiet again (its result changed back).
-            last_a = tps[(ops // LIVE_SESSIONS - 1) % n_parts]
-            if last_a is not a and last_a is not b:
-                quiet = PartitionResult(high_watermark=res[last_a].high_watermark, log_start_offset=0)
-                del res[last_a]
-                res[last_a] = quiet
-                changed += (last_a, quiet)
-            res.changed = tuple(changed)
-            before.since = None          # only one step of the chain is needed: let the older results go
-            out = ctx.update_and_generate_response(now, res, walk_all=walk_all)
-            assert out.error_code == 0
-            sent += len(out.partitions)
-            previous[i] = res
-            s[1] += 1
-            ops += 1
-            now += 1
-    return ops / (time.perf_counter() - start), sent / ops
+    sent = 0
+
+    def fetch(ops: int, now: int) -> None:
+        nonlocal sent
+        i = ops % LIVE_SESSIONS
+        s, before = sessions[i], previous[i]
+        ctx = manager.new_context(now, VERSION, FetchMetadata(s[0], s[1]), False, {}, (), names)
+        a, b = _changing(tps, n_parts, ops)
+        res = ReadResults(before, before)
+        changed: list = []
+        for tp, result in ((a, PartitionResult(high_watermark=100 + ops, log_start_offset=0, records_size=512)),
+                           (b, PartitionResult(high_watermark=100 + ops, log_start_offset=0))):
+            del res[tp]
+            res[tp] = result
+            changed += (tp, result)
+        # The partition that returned records last time is quiet again (its result changed back).
+        last_a = tps[(ops // LIVE_SESSIONS - 1) % n_parts]
+        if last_a is not a and last_a is not b:
+            quiet = PartitionResult(high_watermark=res[last_a].high_watermark, log_start_offset=0)
+            del res[last_a]
+            res[last_a] = quiet
+            changed += (last_a, quiet)
+        res.changed = tuple(changed)
+        before.since = None          # only one step of the chain is needed: let the older results go
+        out = ctx.update_and_generate_response(now, res, walk_all=walk_all)
+        assert out.error_code == 0
+        sent += len(out.partitions)
+        previous[i] = res
+        s[1] += 1
+
+    rate, ops = _rate(seconds, 200, fetch)
+    return rate, sent / ops
 
 
 def bench_incremental_partitions_only(n_parts: int, seconds: float) -> float:
     """Quiet sessions: the broker asks ctx.partitions() (what to read), nothing changed since the last fetch."""
     cache, manager, names, tps, data, results, sessions = build(n_parts)
-    ops, now = 0, 1
-    deadline = time.perf_counter() + seconds
-    start = time.perf_counter()
-    while time.perf_counter() < deadline:
-        for _ in range(200):
-            s = sessions[ops % LIVE_SESSIONS]
-            ctx = manager.new_context(now, VERSION, FetchMetadata(s[0], s[1]), False, {}, (), names)
-            ctx.partitions()
-            ctx.update_and_generate_response(now, results)
-            s[1] += 1
-            ops += 1
-            now += 1
-    return ops / (time.perf_counter() - start)
+
+    def fetch(ops: int, now: int) -> None:
+        s = sessions[ops % LIVE_SESSIONS]
+        ctx = manager.new_context(now, VERSION, FetchMetadata(s[0], s[1]), False, {}, (), names)
+        ctx.partitions()
+        ctx.update_and_generate_response(now, results)
+        s[1] += 1
+
+    return _rate(seconds, 200, fetch)[0]
 
 
 def engine_costs(n_parts: int, iterations: int = 5000) -> tuple[float, float, float]:
