@@ -9,6 +9,7 @@ Fields that do not apply, or were not captured (e.g. a request whose response is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import countOf, itemgetter
 from typing import NamedTuple
 
 FETCH = 1
@@ -55,6 +56,11 @@ class ResponsePartition(NamedTuple):
     compression: str | None  # "none", "gzip", "snappy", "lz4", "zstd", "mixed", or None when no batch
     snapshot_end_offset: int = -1  # FetchSnapshot only
     snapshot_epoch: int = -1  # FetchSnapshot only
+
+
+# Read per response partition in C: JSONL and Parquet rows count them for every exchange.
+_error_code = itemgetter(ResponsePartition._fields.index("error_code"))
+_records_bytes = itemgetter(ResponsePartition._fields.index("records_bytes"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,15 +110,13 @@ class Exchange:
 
     @property
     def partition_errors(self) -> int | None:
-        if self.response_partitions is None:
-            return None
-        return sum(1 for p in self.response_partitions if p.error_code)
+        resp = self.response_partitions
+        return None if resp is None else len(resp) - countOf(map(_error_code, resp), 0)
 
     @property
     def records_bytes(self) -> int | None:
-        if self.response_partitions is None:
-            return None
-        return sum(p.records_bytes for p in self.response_partitions)
+        resp = self.response_partitions
+        return None if resp is None else sum(map(_records_bytes, resp))
 
     def to_json_row(self) -> dict:
         """The `decode --format jsonl` object (design.md contract)."""

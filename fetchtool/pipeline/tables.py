@@ -8,17 +8,17 @@ of a second). Turning a partition entry into columns is the per-row cost of this
 entry as JSONL's path does), so each kind of entry is transposed with one zip, its integer columns packed by
 struct in one call each, and the columns that repeat a value (the exchange's keys per entry, -1 for what does
 not apply, a batch's one topic) built from repeated bytes rather than converted value by value: half the time
-pa.array took on a list per column. A batch is written by a thread, pyarrow encoding and compressing it without the GIL
-while the decoder goes on.
+pa.array took on a list per column. A batch is written by a thread, pyarrow encoding and compressing it without
+the GIL while the decoder goes on.
 """
 
 from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from itertools import chain, repeat
-from operator import attrgetter, countOf, itemgetter
+from operator import attrgetter
 from pathlib import Path
 from struct import Struct, pack
 from struct import error as StructError
@@ -92,28 +92,8 @@ EXCHANGE_ARROW = pa.schema([(c, _ARROW[k]) for c, k in EXCHANGE_COLUMNS.items()]
 PARTITION_ARROW = pa.schema([(c, _ARROW[k]) for c, k in PARTITION_COLUMNS.items()])
 
 # The exchanges table's columns as Exchange attributes (the count of response partitions is a property).
-_error_code = itemgetter(ResponsePartition._fields.index("error_code"))
-_records_bytes = itemgetter(ResponsePartition._fields.index("records_bytes"))
-
-
-def _partition_errors(ex: Exchange) -> int | None:
-    """Exchange.partition_errors counted in C, as the JSONL row counts them (the property's generator cost more
-    than the rest of the row)."""
-    resp = ex.response_partitions
-    return None if resp is None else len(resp) - countOf(map(_error_code, resp), 0)
-
-
-def _total_records_bytes(ex: Exchange) -> int | None:
-    resp = ex.response_partitions
-    return None if resp is None else sum(map(_records_bytes, resp))
-
-
-_DERIVED: dict[str, Callable[[Exchange], Any]] = {
-    "response_partitions": attrgetter("response_partition_count"),
-    "partition_errors": _partition_errors,
-    "records_bytes": _total_records_bytes,
-}
-_EXCHANGE_GETTERS = [_DERIVED.get(c) or attrgetter(c) for c in EXCHANGE_COLUMNS]
+_EXCHANGE_GETTERS = [attrgetter("response_partition_count" if c == "response_partitions" else c)
+                     for c in EXCHANGE_COLUMNS]
 _KINDS = (("request", "request_partitions", RequestPartition._fields),
           ("forgotten", "forgotten_partitions", ForgottenPartition._fields),
           ("response", "response_partitions", ResponsePartition._fields))
@@ -281,15 +261,8 @@ def _array(values: list | tuple, arrow_type: pa.DataType) -> pa.Array:
     try:
         return pa.array(values, type=arrow_type)
     except UnicodeEncodeError:
-        return pa.array([_utf8(v) if type(v) is str else v for v in values], type=arrow_type)
-
-
-def _utf8(text: str) -> str:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode()
-    return text
+        return pa.array([v.encode("utf-8", "backslashreplace").decode() if type(v) is str else v for v in values],
+                        type=arrow_type)
 
 
 def _empty(schema: pa.Schema) -> pa.RecordBatch:
