@@ -13,7 +13,6 @@ tests check that both paths give identical rows for every version (tests/protoco
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from struct import Struct
 
@@ -32,17 +31,8 @@ class Unhandled(Exception):
 _KNOWN_ERRORS = frozenset(int(e) for e in ErrorCode)
 _ZERO_ID = bytes(16)
 _new = tuple.__new__
-
-
-def _builder(cls, names: tuple[str, ...]):
-    """cls's cheap constructor (fetchtool._fast), called by field name below, while these are all its fields."""
-    return fast_constructor(cls) if tuple(f.name for f in dataclasses.fields(cls)) == names else cls
-
-
-_request_body = _builder(FetchRequestBody, ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level",
-                                            "session_id", "session_epoch", "rack_id", "partitions", "forgotten"))
-_response_body = _builder(FetchResponseBody, ("throttle_time_ms", "error_code", "session_id", "partitions",
-                                              "records"))
+_request_body = fast_constructor(FetchRequestBody)  # one per Fetch request and response (fetchtool._fast)
+_response_body = fast_constructor(FetchResponseBody)
 
 _REQ_HEAD_14 = Struct(">iiiibii")  # replica id, max wait, min bytes, max bytes, isolation, session id, epoch
 _REQ_HEAD_15 = Struct(">iiibii")  # v15+: the replica id moved into the ReplicaState tagged field

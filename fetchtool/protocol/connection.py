@@ -8,7 +8,7 @@ across connections (topic names per broker, counters) lives in a DecodeContext t
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from struct import Struct
 from typing import Callable, Iterator, Sequence
 
@@ -28,16 +28,7 @@ WELL_KNOWN_PORTS = frozenset({9092, 9093, 9094, 9095, 9096, 9097, 9192, 19092, 2
 DETECT_LIMIT = 256 * 1024  # bytes buffered per direction before the broker side must be decided
 DEEP_SCAN = 64 * 1024  # how far into a direction detection looks for a first request past a cut one
 _I32 = Struct(">i")
-# Exchange's fields, as _exchange fills them (by name): its cheap constructor (fetchtool._fast) while they are all
-# there is to fill, else the class itself
-_EXCHANGE_FIELDS = (
-    "file", "conn", "request_frame", "response_frame", "ts", "response_ts", "client", "broker", "api_key",
-    "api_version", "correlation_id", "client_id", "client_software", "replica_id", "session_id", "session_epoch",
-    "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "rack_id", "error_code", "response_session_id",
-    "throttle_time_ms", "request_bytes", "response_bytes", "request_partitions", "forgotten_partitions",
-    "response_partitions")
-_new_exchange = (fast_constructor(Exchange) if tuple(f.name for f in fields(Exchange)) == _EXCHANGE_FIELDS
-                 else Exchange)
+_new_exchange = fast_constructor(Exchange)  # one per exchange (fetchtool._fast)
 _SESSION_APIS = (FETCH, FETCH_SNAPSHOT)
 _NOTHING: tuple[()] = ()  # what most events yield: shared, not a new empty list each time
 # How far a resync accepts a request's correlation id beyond the connection's last one. Java clients draw ids
