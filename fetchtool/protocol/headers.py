@@ -77,8 +77,13 @@ def is_flexible(api_key: int, version: int) -> bool:
     return version >= entry[2]
 
 
+def v0_request_header(api_key: int, version: int) -> bool:
+    """ControlledShutdown v0's request header has no client id: the one request header v0."""
+    return api_key == CONTROLLED_SHUTDOWN and version == 0
+
+
 def request_header_version(api_key: int, version: int) -> int:
-    if api_key == CONTROLLED_SHUTDOWN and version == 0:
+    if v0_request_header(api_key, version):
         return 0
     return 2 if is_flexible(api_key, version) else 1
 
@@ -179,7 +184,7 @@ def plausible_request_start(buf, pos: int, max_size: int) -> bool | None:
     top = _TOP_VERSION.get(api_key)
     if top is None or version < 0 or version > top:
         return False
-    if api_key == CONTROLLED_SHUTDOWN and version == 0:  # the one request header v0 (request_header_version)
+    if v0_request_header(api_key, version):
         return True
     return -1 <= n <= MAX_CLIENT_ID and 10 + max(n, 0) <= size
 
