@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 
 def fast_constructor(cls: type) -> Callable:
@@ -27,7 +28,7 @@ def fast_constructor(cls: type) -> Callable:
     args = ", ".join(n if f.default is dataclasses.MISSING else f"{n}=_defaults[{i}]"
                      for i, (n, f) in enumerate(zip(names, fields)))
     body = "".join(f"    o.{n} = {n}\n" for n in names)
-    namespace = {"_twin": twin, "_cls": cls, "_defaults": [f.default for f in fields]}
+    namespace: dict[str, Any] = {"_twin": twin, "_cls": cls, "_defaults": [f.default for f in fields]}
     exec(f"def build({args}):\n    o = _twin()\n{body}    o.__class__ = _cls\n    return o\n",  # noqa: S102
          namespace)  # generated from the dataclass's own field names
     build = namespace["build"]
