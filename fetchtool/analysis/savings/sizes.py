@@ -55,8 +55,8 @@ def _sp(version: int, aborted: int = -1, diverging: int = -1, records: int = 0) 
 class VersionSizes:
     """The measured constants of one Fetch version (see the module docstring)."""
 
-    __slots__ = ("version", "flexible", "names", "name_sizes", "topics_memo", "req_empty", "req_topic", "req_partition", "forgot_topic",
-                 "forgot_partition", "resp_empty", "resp_topic", "resp_partition", "aborted_entry", "diverging",
+    __slots__ = ("version", "flexible", "names", "name_sizes", "topics_memo", "req_empty", "req_topic", "req_partition",
+                 "forgot_topic", "forgot_partition", "resp_empty", "resp_topic", "resp_partition", "aborted_entry", "diverging",
                  "response_header")
 
     def __init__(self, version: int) -> None:
@@ -155,6 +155,10 @@ def topic_runs(keys) -> list[tuple[object, int]]:
     return [(key, len(list(run))) for key, run in groupby(keys)]
 
 
+_MEMO_KEYS = 8         # lists of at most this many keys are remembered by _keys_topics
+_MEMO_ENTRIES = 4096   # ... up to this many per version
+
+
 def _keys_topics(vs: VersionSizes, keys, per_topic: int, per_partition: int) -> int:
     """_topics(vs, topic_runs(keys), ...) in C-level passes whatever the number of runs (an incremental
     response in session order can switch topic at almost every entry)."""
@@ -175,10 +179,6 @@ def _keys_topics(vs: VersionSizes, keys, per_topic: int, per_partition: int) -> 
             memo.clear()
         total = memo[k] = _count_topics(vs, keys, n, per_topic, per_partition)
     return total
-
-
-_MEMO_KEYS = 8         # lists of at most this many keys are remembered by _keys_topics
-_MEMO_ENTRIES = 4096   # ... up to this many per version
 
 
 def _count_topics(vs: VersionSizes, keys: list | tuple, n: int, per_topic: int, per_partition: int) -> int:
