@@ -21,7 +21,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_from_info
 from typer.models import CommandInfo
 
-from fetchtool.commands.helptext import flag_given_a_value, import_help_renderer, set_metavars
+from fetchtool.commands.helptext import flag_given_a_value, import_help_renderer, reflowed, set_metavars
 
 # Order is the order `fetchtool --help` lists them.
 COMMANDS = ["analyze", "decode", "sessions", "savings", "simulate", "replay", "broker", "synth"]
@@ -95,7 +95,7 @@ def _command(name: str) -> Command:
     module = importlib.import_module(f"fetchtool.commands.{name}")
     doc = module.__doc__ or ""
     # the listing shows the docstring's first paragraph on one line; `fetchtool NAME --help` shows it all
-    info = CommandInfo(name, cls=_Command, callback=module.main, help=doc,
+    info = CommandInfo(name, cls=_Command, callback=module.main, help=reflowed(doc),
                        short_help=" ".join(doc.split("\n\n")[0].split()))
     return get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short,
                                  rich_markup_mode=app.rich_markup_mode)

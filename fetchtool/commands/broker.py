@@ -130,7 +130,7 @@ def main(
     cache_slots: int = typer.Option(CACHE_SLOTS, "--cache-slots", help="max.incremental.fetch.session.cache.slots."),
     cache_shards: int = typer.Option(CACHE_SHARDS, "--cache-shards", help="session cache shards (8 since Kafka 3.8, 1 before)."),
     eviction_ms: int = typer.Option(EVICTION_MS, "--eviction-ms", help="session eviction time (Kafka: 120000)."),
-    topic: list[str] = typer.Option(None, "--topic", help="NAME:PARTITIONS to create at start; repeatable."),
+    topic: list[str] = typer.Option(None, "--topic", help="a topic NAME with N partitions, created at start; repeatable."),
     auto_create_partitions: int = typer.Option(1, "--auto-create-partitions",
                                                help="partitions for topics auto-created by Metadata; 0 disables."),
     max_frame_bytes: int = typer.Option(104_857_600, "--max-frame-bytes",

@@ -187,6 +187,7 @@ def test_each_help_screen_is_the_one_typer_draws_for_commands_registered_up_fron
     from typer.testing import CliRunner
 
     from fetchtool import cli
+    from fetchtool.commands.helptext import reflowed
 
     up_front = typer.Typer(cls=cli._OneLineUsageErrors, name="fetchtool", help=cli.app.info.help,
                            no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -194,7 +195,7 @@ def test_each_help_screen_is_the_one_typer_draws_for_commands_registered_up_fron
     for name in COMMANDS:
         module = importlib.import_module(f"fetchtool.commands.{name}")
         doc = module.__doc__ or ""
-        up_front.command(name, cls=cli._Command, help=doc,
+        up_front.command(name, cls=cli._Command, help=reflowed(doc),
                          short_help=" ".join(doc.split("\n\n")[0].split()))(module.main)
     up_front.callback()(cli._root)
     runner = CliRunner()
