@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from .capture.events import ConnectionClosed, StreamData, StreamGap, StreamRun
 from .capture.reader import CaptureError, unreadable_line
 from .capture.rotation import file_order, rotation_groups, set_label
-from .capture.streams import FileRead, stream_set_events
+from .capture.streams import FileRead, stream_set_events, worth_a_child
 from .exchange import Exchange
 from .protocol.connection import DecodeContext, KafkaConnection, OrphanResponse
 from .protocol.report import DecodeReport
@@ -49,7 +49,8 @@ class DecodeRun:
     the files, frames counting on from file to file (`mergecap -a` numbering), rows labelled with the set's
     label ("cap.pcap+2"); the report lists every file. Other files are decoded each on its own."""
 
-    def __init__(self, paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None):
+    def __init__(self, paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None,
+                 in_child: bool = True):
         self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         self.ports = None if ports is None else frozenset(int(p) for p in ports)
         self.report = DecodeReport()
@@ -57,8 +58,20 @@ class DecodeRun:
         # Ids (Exchange.conn) of connections that closed and whose every item has been yielded, in that order:
         # a consumer may drain it between items and drop what it keeps per connection (analysis.run).
         self.ended: list[int] = []
+        # Whether a large capture is decoded whole in a forked child (decoding/forked.py), this process only
+        # rebuilding the items: for a consumer busier than the decoding (the analysis). Else only the reading
+        # and reassembly are forked (capture/streams.py), and the Kafka layer runs here.
+        self.in_child = in_child
 
     def __iter__(self) -> Iterator[Exchange | OrphanResponse]:
+        if self.in_child and worth_a_child(*self.paths):
+            from .decoding.forked import decoded_in_child
+
+            return decoded_in_child(lambda: self._decode(fork=False), self.ended, self.report)
+        return self._decode()
+
+    def _decode(self, fork: bool = True) -> Iterator[Exchange | OrphanResponse]:
+        """The run in this process (`fork`: reading large files in a forked child, capture/streams.py)."""
         read_any = False
         errors: list[str] = []
 
@@ -71,7 +84,7 @@ class DecodeRun:
             names = [os.path.basename(os.fspath(path)) for path in group]
             reads = [FileRead(path) for path in group]
             try:
-                events = stream_set_events(reads, runs=True)
+                events = stream_set_events(reads, runs=True, fork=fork)
                 yield from decode_events(events, set_label(names), self.ports, self.report, self._topic_names,
                                           self.ended)
             except (CaptureError, OSError) as exc:  # the reader process stopped: the set's files are not all read
@@ -91,9 +104,11 @@ class DecodeRun:
             raise CaptureError(errors[0] if len(errors) == 1 else f"{errors[0]} (and {len(errors) - 1} more)")
 
 
-def decode_capture(paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None) -> DecodeRun:
-    """Decode capture files. `ports`: the brokers' ports (else each connection's broker side is detected)."""
-    return DecodeRun(paths, ports)
+def decode_capture(paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None,
+                   in_child: bool = True) -> DecodeRun:
+    """Decode capture files. `ports`: the brokers' ports (else each connection's broker side is detected).
+    `in_child`: see DecodeRun.in_child."""
+    return DecodeRun(paths, ports, in_child)
 
 
 def decode_events(

@@ -35,7 +35,7 @@ from .reader import PCAPNG_SHB, PCAP_MAGICS, RELEASE_EVERY, CaptureError
 from .reassembly import TcpReassembler
 
 __all__ = ["stream_set_events", "stream_set_events_here", "stream_set_events_in_child", "FileRead",
-           "BACKGROUND_MIN_BYTES"]
+           "BACKGROUND_MIN_BYTES", "worth_a_child", "reap", "grow_pipe"]
 
 BACKGROUND_MIN_BYTES = 16 * 1024 * 1024  # below this the fork costs more than the overlap gains
 _BATCH_BYTES = 1 << 20
@@ -70,11 +70,13 @@ class FileRead:
     error: Exception | None = None
 
 
-def stream_set_events(reads: list[FileRead], runs: bool = False) -> Iterator[StreamEvent | StreamRun]:
+def stream_set_events(reads: list[FileRead], runs: bool = False, fork: bool = True
+                      ) -> Iterator[StreamEvent | StreamRun]:
     """The events of several files read as one capture (a rotated set), in a child process when the files are
-    large enough to gain from it. Each file's stats and error land in its FileRead; nothing is raised for them.
+    large enough to gain from it (and `fork` allows it: not in a process that is itself that child, e.g.
+    decoding.forked's). Each file's stats and error land in its FileRead; nothing is raised for them.
     `runs`: a consumer that takes StreamRun events (see _receive) may get them, from the child."""
-    if _worth_a_child(*(r.path for r in reads)):
+    if fork and worth_a_child(*(r.path for r in reads)):
         return stream_set_events_in_child(reads, runs)
     return stream_set_events_here(reads)
 
@@ -94,7 +96,8 @@ def stream_set_events_here(reads: list[FileRead]) -> Iterator[StreamEvent]:
     yield from reasm.finish(frame, ts)
 
 
-def _worth_a_child(*paths) -> bool:
+def worth_a_child(*paths) -> bool:
+    """Whether reading `paths` in a forked child gains: two cores, a fork, large uncompressed captures."""
     if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or os.environ.get("FETCHTOOL_ONE_PROCESS"):
         return False
     try:
@@ -114,7 +117,7 @@ def stream_set_events_in_child(reads: list[FileRead], runs: bool = False) -> Ite
     """stream_set_events, with the reading and reassembly done by a forked child."""
     paths = [r.path for r in reads]
     r, w = os.pipe()
-    _grow_pipe(w)
+    grow_pipe(w)
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(r)
@@ -124,7 +127,7 @@ def stream_set_events_in_child(reads: list[FileRead], runs: bool = False) -> Ite
         with open(r, "rb", buffering=_BATCH_BYTES) as pipe:
             yield from _receive(pipe, reads, runs)
     finally:
-        _reap(pid)
+        reap(pid)
 
 
 # -- the child ----------------------------------------------------------------------------------------------
@@ -338,7 +341,7 @@ class _Mapped:
         self.mm = None
 
 
-def _reap(pid: int) -> None:
+def reap(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)  # a no-op race when it already exited: it is a zombie until reaped
     except ProcessLookupError:
@@ -346,7 +349,7 @@ def _reap(pid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def _grow_pipe(fd: int) -> None:
+def grow_pipe(fd: int) -> None:
     # Linux pipes hold 64 KB by default; a batch-sized pipe halves the context switches.
     if not hasattr(fcntl, "F_SETPIPE_SZ"):
         return

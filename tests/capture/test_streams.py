@@ -92,9 +92,9 @@ def test_decode_uses_the_child_on_large_files_and_the_items_are_the_same(tmp_pat
     path = ROOT / "captures" / "confluent-kafka-tansu.pcap"
     one = list(decode_capture(path))
     monkeypatch.setattr(streams, "BACKGROUND_MIN_BYTES", 0)
-    assert streams._worth_a_child(path)
+    assert streams.worth_a_child(path)
     with forked_children() as pids:
         assert list(decode_capture(path)) == one
     assert len(pids) == 1
     monkeypatch.setenv("FETCHTOOL_ONE_PROCESS", "1")
-    assert not streams._worth_a_child(path)
+    assert not streams.worth_a_child(path)
