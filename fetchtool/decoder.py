@@ -83,13 +83,16 @@ class DecodeRun:
         for group in rotation_groups(self.paths):
             names = [os.path.basename(os.fspath(path)) for path in group]
             reads = [FileRead(path) for path in group]
+            events = stream_set_events(reads, runs=True, fork=fork)
             try:
-                events = stream_set_events(reads, runs=True, fork=fork)
                 yield from decode_events(events, set_label(names), self.ports, self.report, self._topic_names,
                                           self.ended)
             except (CaptureError, OSError) as exc:  # the reader process stopped: the set's files are not all read
                 unreadable(unreadable_line(exc))
             finally:
+                # A consumer that stopped early (Ctrl-C, a closed stdout) leaves the reading suspended: end it now,
+                # so that the packets read so far are counted before the report takes the files' stats.
+                events.close()
                 for read, name in zip(reads, names):
                     stats, failure = read.stats, read.error
                     if failure is not None:

@@ -25,7 +25,7 @@ import os
 import pickle
 import signal
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 
 from .._fast import fast_constructor
@@ -71,7 +71,7 @@ class FileRead:
 
 
 def stream_set_events(reads: list[FileRead], runs: bool = False, fork: bool = True
-                      ) -> Iterator[StreamEvent | StreamRun]:
+                      ) -> Generator[StreamEvent | StreamRun, None, None]:
     """The events of several files read as one capture (a rotated set), in a child process when the files are
     large enough to gain from it (and `fork` allows it: not in a process that is itself that child, e.g.
     decoding.forked's). Each file's stats and error land in its FileRead; nothing is raised for them.
@@ -81,7 +81,7 @@ def stream_set_events(reads: list[FileRead], runs: bool = False, fork: bool = Tr
     return stream_set_events_here(reads)
 
 
-def stream_set_events_here(reads: list[FileRead]) -> Iterator[StreamEvent]:
+def stream_set_events_here(reads: list[FileRead]) -> Generator[StreamEvent, None, None]:
     """stream_set_events, read in this process."""
     reasm = TcpReassembler()
     frame, ts, offset = 0, 0.0, 0
@@ -113,7 +113,8 @@ def worth_a_child(*paths) -> bool:
         return False  # the in-process reader reports it as one line
 
 
-def stream_set_events_in_child(reads: list[FileRead], runs: bool = False) -> Iterator[StreamEvent | StreamRun]:
+def stream_set_events_in_child(reads: list[FileRead], runs: bool = False
+                               ) -> Generator[StreamEvent | StreamRun, None, None]:
     """stream_set_events, with the reading and reassembly done by a forked child."""
     paths = [r.path for r in reads]
     r, w = os.pipe()
