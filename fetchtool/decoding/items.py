@@ -14,7 +14,7 @@ rows, forgotten rows, response rows or None); an OrphanResponse is (its fields,)
 from __future__ import annotations
 
 import dataclasses
-from functools import partial
+from itertools import repeat
 from operator import attrgetter
 
 from .._fast import fast_constructor
@@ -28,10 +28,8 @@ _exchange_head = attrgetter(*_EXCHANGE_FIELDS[:-3])
 _orphan_fields = attrgetter(*(f.name for f in dataclasses.fields(OrphanResponse)))
 _exchange = fast_constructor(Exchange)
 _orphan = fast_constructor(OrphanResponse)
-# a plain tuple -> the NamedTuple holding the same values (what NamedTuple._make does, without a Python call)
-_request_row = partial(tuple.__new__, RequestPartition)
-_forgotten_row = partial(tuple.__new__, ForgottenPartition)
-_response_row = partial(tuple.__new__, ResponsePartition)
+# tuple.__new__(Row, plain): the NamedTuple holding the same values (what Row._make does, without a Python call)
+_new = tuple.__new__
 
 
 def plain(item: Exchange | OrphanResponse) -> tuple:
@@ -55,5 +53,6 @@ def rebuilt(record: tuple) -> Exchange | OrphanResponse:
     if len(record) == 1:
         return _orphan(*record[0])
     head, req, forgotten, resp = record
-    return _exchange(*head, tuple(map(_request_row, req)), tuple(map(_forgotten_row, forgotten)),
-                     None if resp is None else tuple(map(_response_row, resp)))
+    return _exchange(*head, tuple(map(_new, repeat(RequestPartition, len(req)), req)),
+                     tuple(map(_new, repeat(ForgottenPartition, len(forgotten)), forgotten)),
+                     None if resp is None else tuple(map(_new, repeat(ResponsePartition, len(resp)), resp)))
