@@ -60,18 +60,19 @@ class DecodeRun:
         self.ended: list[int] = []
         # Whether a large capture is decoded whole in a forked child (decoding/forked.py), this process only
         # rebuilding the items: for a consumer busier than the decoding (the analysis). Else only the reading
-        # and reassembly are forked (capture/streams.py), and the Kafka layer runs here.
+        # and reassembly are forked (capture/streams.py), and the Kafka layer runs here. (The decoding child
+        # forks that reader in turn: three processes, the two decoding halves sharing the second core.)
         self.in_child = in_child
 
     def __iter__(self) -> Iterator[Exchange | OrphanResponse]:
         if self.in_child and worth_a_child(*self.paths):
             from .decoding.forked import decoded_in_child
 
-            return decoded_in_child(lambda: self._decode(fork=False), self.ended, self.report)
+            return decoded_in_child(self._decode, self.ended, self.report)
         return self._decode()
 
-    def _decode(self, fork: bool = True) -> Iterator[Exchange | OrphanResponse]:
-        """The run in this process (`fork`: reading large files in a forked child, capture/streams.py)."""
+    def _decode(self) -> Iterator[Exchange | OrphanResponse]:
+        """The run in this process (large files still read in a forked child: capture/streams.py)."""
         read_any = False
         errors: list[str] = []
 
@@ -83,7 +84,7 @@ class DecodeRun:
         for group in rotation_groups(self.paths):
             names = [os.path.basename(os.fspath(path)) for path in group]
             reads = [FileRead(path) for path in group]
-            events = stream_set_events(reads, runs=True, fork=fork)
+            events = stream_set_events(reads, runs=True)
             try:
                 yield from decode_events(events, set_label(names), self.ports, self.report, self._topic_names,
                                           self.ended)

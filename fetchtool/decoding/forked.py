@@ -21,21 +21,19 @@ import dataclasses
 import marshal
 import os
 import pickle
-import select
 import signal
 import struct
 from collections.abc import Callable, Iterator
 
 from ..capture.reader import CaptureError
-from ..capture.streams import grow_pipe, reap
+from ..capture.streams import STOP_WAIT, grow_pipe, read_final, reap, write_all
 from ..exchange import Exchange
 from ..protocol.connection import OrphanResponse
 from ..protocol.report import DecodeReport
 from .items import plain, rebuilt, rows
 
-__all__ = ["decoded_in_child", "STOP_WAIT"]
+__all__ = ["decoded_in_child"]
 
-STOP_WAIT = 2.0  # seconds an early stop waits for the child's report
 _BATCH_ROWS = 16384  # partition rows (or items) per batch: ~1 MB marshalled, one pipe's worth
 _BATCH_ITEMS = 1024
 _HEAD = struct.Struct("=I")
@@ -64,7 +62,7 @@ def decoded_in_child(decode: Callable[[], Iterator[Exchange | OrphanResponse]], 
         finished = True
     finally:
         try:
-            outcome = _outcome(report_r, None if finished else STOP_WAIT)
+            outcome = read_final(report_r, None if finished else STOP_WAIT)
         finally:
             os.close(report_r)
             reap(pid)
@@ -98,7 +96,7 @@ def _child(decode, ended: list[int], report: DecodeReport, fd: int, report_fd: i
         finally:
             os.close(fd)  # the parent's end of the items, before the report it then reads
             items.close()  # the run's own clean-up: the stats of the files read so far join the report
-        _write(report_fd, pickle.dumps((report, error), pickle.HIGHEST_PROTOCOL))
+        write_all(report_fd, pickle.dumps((report, error), pickle.HIGHEST_PROTOCOL))
         code = 0
     except BaseException:  # noqa: BLE001  (a dead parent: nobody to report to)
         pass
@@ -127,13 +125,7 @@ def _send(items: Iterator, ended: list[int], fd: int) -> None:
 def _flush(fd: int, batch: list) -> None:
     if batch:
         blob = marshal.dumps(batch)
-        _write(fd, _HEAD.pack(len(blob)) + blob)
-
-
-def _write(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+        write_all(fd, _HEAD.pack(len(blob)) + blob)
 
 
 # -- the parent ---------------------------------------------------------------------------------------------
@@ -153,21 +145,3 @@ def _receive(pipe, ended: list[int]) -> Iterator[Exchange | OrphanResponse]:
                 ended.append(record)
             else:
                 yield rebuilt(record)
-
-
-def _outcome(fd: int, timeout: float | None) -> tuple[DecodeReport, tuple | None] | None:
-    """The child's (report, error), or None when it sent none (it died, or did not answer in `timeout`)."""
-    chunks = []
-    while True:
-        if timeout is not None and not select.select([fd], [], [], timeout)[0]:
-            return None
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    if not chunks:
-        return None
-    try:
-        return pickle.loads(b"".join(chunks))
-    except Exception:  # noqa: BLE001  (cut short: the child died while writing it)
-        return None

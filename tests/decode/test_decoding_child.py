@@ -173,16 +173,20 @@ def test_a_consumer_that_stops_early_leaves_no_process_and_keeps_what_was_read(l
     assert 0 < run.report.packets < whole.report.packets
 
 
-@pytest.mark.parametrize("in_child", [False, True], ids=["one-process", "child"])
-def test_a_consumer_that_stops_early_finds_the_packets_read_so_far_in_the_report(in_child, request):
-    # (the old code reported 0 packets: the reading was still suspended when the report took its stats)
-    if in_child:
+@pytest.mark.parametrize("large_file, in_child", [(False, False), (True, False), (True, True)],
+                         ids=["one-process", "reader-child", "decoding-child"])
+def test_a_consumer_that_stops_early_finds_the_packets_read_so_far_in_the_report(large_file, in_child, request):
+    # (the old code reported 0 packets: in one process the reading was still suspended when the report took its
+    # stats; the reader child's stats came only with its last message, never sent when the consumer stopped)
+    if large_file:
         request.getfixturevalue("large")
-    run = decode_capture(EVICTIONS, in_child=in_child)
-    items = iter(run)
-    for _ in range(5):
-        next(items)
-    items.close()
+    with forked_children() as pids:
+        run = decode_capture(EVICTIONS, in_child=in_child)
+        items = iter(run)
+        for _ in range(5):
+            next(items)
+        items.close()
+    assert len(pids) == int(large_file)
     assert run.report.packets > 0 and run.report.bytes > 0
 
 
