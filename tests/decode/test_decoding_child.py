@@ -9,9 +9,13 @@ path; `forked_children` counts the forks and checks each was reaped."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import struct
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -225,3 +229,58 @@ def test_one_process_when_asked_or_when_small(monkeypatch):
     with forked_children() as pids:
         list(decode_capture(EVICTIONS))
     assert pids == []
+
+
+@pytest.fixture(scope="module")
+def twenty_mb(tmp_path_factory) -> Path:
+    """A 20 MB generated Fetch capture (benchmarks/make_bench_capture.py): above BACKGROUND_MIN_BYTES."""
+    path = tmp_path_factory.mktemp("big") / "bench.pcapng"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_bench_capture.py"), str(path), "--size-mb", "20"],
+                   check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert path.stat().st_size > streams.BACKGROUND_MIN_BYTES
+    return path
+
+
+def fetchtool_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "fetchtool", *args]
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_analyze_of_a_large_capture_leaves_no_process(twenty_mb):
+    # eight times the capture: the command still reads when Ctrl-C comes; its own session, to find every process
+    # it started afterwards
+    proc = subprocess.Popen(fetchtool_command("analyze", *[str(twenty_mb)] * 8, "-f", "json"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    time.sleep(3)
+    assert proc.poll() is None, "the command ended before Ctrl-C: the capture is too small"
+    children = _children(proc.pid)
+    assert children, "a large capture is decoded in a forked child"
+    os.killpg(proc.pid, signal.SIGINT)  # as the terminal sends it: to every process of the foreground group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted: the report covers what was read before Ctrl-C" in err and "Traceback" not in err
+    doc = json.loads(out)
+    assert doc["capture"]["exchanges"] > 0 and doc["capture"]["decode"]["packets"] > 0
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # nothing of the command's session is left, not even a zombie
+
+
+@pytest.mark.slow
+def test_analyze_of_a_large_capture_is_the_same_in_one_process(twenty_mb):
+    def analyze(**env):
+        run = subprocess.run(fetchtool_command("analyze", str(twenty_mb), "-f", "json"), capture_output=True,
+                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **env}, timeout=300)
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    assert analyze() == analyze(FETCHTOOL_ONE_PROCESS="1")
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(p) for p in fh.read().split()]
+    except OSError:
+        return []
