@@ -10,6 +10,10 @@ out in request order within each capture (a file, or a rotated set of files deco
 completed the request, streamed: completed exchanges wait only while an earlier request on some connection still
 waits for its response. Bad input never raises a traceback: unreadable files are counted warnings, and
 CaptureError (one line) only when nothing could be read.
+
+On a large capture the work is spread over processes (DecodeRun.in_child): the reading and reassembly in a
+forked child (capture/streams.py), and for a busy consumer the Kafka layer too (decoding/forked.py), which then
+sends the finished items; the items, `ended` and the report are the same either way.
 """
 
 from __future__ import annotations
