@@ -121,10 +121,13 @@ def stream_set_events_in_child(reads: list[FileRead], runs: bool = False
     final_r, final_w = os.pipe()
     grow_pipe(w)
     pid = os.fork()
-    if pid == 0:  # the child: never returns
-        os.close(r)
-        os.close(final_r)
-        _child(paths, w, final_w)
+    if pid == 0:  # the child: never returns, not even for a Ctrl-C that comes before it ignores them
+        try:
+            os.close(r)
+            os.close(final_r)
+            _child(paths, w, final_w)
+        finally:
+            os._exit(1)
     os.close(w)
     os.close(final_w)
     finished = False

@@ -48,10 +48,13 @@ def decoded_in_child(decode: Callable[[], Iterator[Exchange | OrphanResponse]], 
     report_r, report_w = os.pipe()
     grow_pipe(items_w)
     pid = os.fork()
-    if pid == 0:  # the child: never returns
-        os.close(items_r)
-        os.close(report_r)
-        _child(decode, ended, report, items_w, report_w)
+    if pid == 0:  # the child: never returns, not even for a Ctrl-C that comes before it ignores them
+        try:
+            os.close(items_r)
+            os.close(report_r)
+            _child(decode, ended, report, items_w, report_w)
+        finally:
+            os._exit(1)
     os.close(items_w)
     os.close(report_w)
     finished = False
