@@ -27,8 +27,8 @@ class Unhandled(Exception):
 
 
 # The error codes kio knows (kio.schema.errors.ErrorCode, kio 0.6.5: -1 to 133, every one), written out so that
-# the fast path never imports kio: that import (hypothesis comes with it) cost ~0.1 s of every decode, a third
-# of `decode` on 100 MB. tests/protocol/test_codec_roundtrip.py holds it to kio's list.
+# the fast path never imports kio: that import cost every decode ~20 ms with warm caches (python -X importtime),
+# over 0.2 s cold. tests/protocol/test_codec_roundtrip.py holds it to kio's list.
 KNOWN_ERRORS = frozenset(range(-1, 134))
 _KNOWN_ERRORS = KNOWN_ERRORS
 _ZERO_ID = bytes(16)
