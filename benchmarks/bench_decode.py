@@ -5,8 +5,11 @@
 
 Writes a capture with make_bench_capture.py (deterministic: same size and seed -> same file; kept in --workdir
 so reruns skip generation) unless --path names one, then prints, for each of --repeat rounds run in turn:
-  (a) decode_capture() in this process, iterating every Exchange (every partition entry decoded); on a large
-      capture the reading and reassembly run in a forked child, so (a)'s CPU is this process's plus the child's,
+  (a) decode_capture(in_child=False) in this process, iterating every Exchange (every partition entry
+      decoded): `decode`'s split. On a large capture the reading and reassembly run in a forked child, so (a)'s
+      CPU is this process's plus the child's; "here" is this process's alone,
+  (d) decode_capture() as analyze runs it: the whole decode in a forked child, this process only rebuilding
+      the items (decoding/forked.py); "here" is what is left on the consumer's core,
   (b) `fetchtool decode FILE --format jsonl > /dev/null` as a child process (includes interpreter start-up),
   (c) tshark 4.4 `-T fields` (session id, epoch, partition, offset) on the same file (skipped when missing),
 and the best time, MB/s and the tshark / (a) ratio. With --big it also writes a 1 GB capture and measures the
@@ -49,11 +52,12 @@ def capture(workdir: Path, size_mb: float, seed: int) -> Path:
     return path
 
 
-def run_in_process(path: Path) -> tuple[float, float, dict]:
+def run_in_process(path: Path, in_child: bool = False) -> tuple[float, float, dict]:
     gc.freeze()  # as the CLI does once its imports are done (fetchtool/cli.py)
     cpu = cpu_with_children()  # a large capture's reading runs in a forked child: count it
+    here = time.process_time()
     started = time.perf_counter()
-    run = decode_capture(path)
+    run = decode_capture(path, in_child=in_child)
     exchanges = entries = 0
     for item in run:
         if isinstance(item, Exchange):
@@ -61,7 +65,8 @@ def run_in_process(path: Path) -> tuple[float, float, dict]:
             entries += len(item.request_partitions) + len(item.forgotten_partitions) + len(
                 item.response_partitions or ())
     took = time.perf_counter() - started
-    return took, cpu_with_children() - cpu, {"packets": run.report.packets, "exchanges": exchanges, "entries": entries}
+    return took, cpu_with_children() - cpu, {"packets": run.report.packets, "exchanges": exchanges, "entries": entries,
+                                             "here": time.process_time() - here}
 
 
 def _timed_child(cmd: list[str]) -> tuple[float, float]:
@@ -115,12 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_tshark and not use_tshark:
         print(f"tshark 4.4 not found at {TSHARK}: (c) skipped")
 
-    times: dict[str, list[tuple[float, float]]] = {"a": [], "b": [], "c": []}  # (wall, cpu) per run
+    times: dict[str, list[tuple[float, float]]] = {"a": [], "b": [], "c": [], "d": []}  # (wall, cpu) per run
+    here: dict[str, list[float]] = {"a": [], "d": []}  # this process's CPU alone
     info: dict = {}
     load = os.getloadavg()[0]
     for _ in range(args.repeat):
-        took, cpu, info = run_in_process(path)
-        times["a"].append((took, cpu))
+        for key, in_child in (("a", False), ("d", True)):
+            took, cpu, info = run_in_process(path, in_child)
+            times[key].append((took, cpu))
+            here[key].append(info["here"])
         if not args.no_cli:
             times["b"].append(run_cli_jsonl(path))
         if use_tshark:
@@ -146,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         return best, best_cpu
 
     a, a_cpu = line("(a) decode_capture, every exchange", times["a"])  # cpu: both processes together
+    line("(d) decode_capture, decoded in a child", times["d"])
+    print(f"    CPU left in this process (the consumer's core): (a) {min(here['a']):.3f} s, "
+          f"(d) {min(here['d']):.3f} s")
     if times["b"]:
         b, _ = line("(b) fetchtool decode --format jsonl", times["b"])
     if times["c"]:

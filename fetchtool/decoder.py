@@ -10,6 +10,10 @@ out in request order within each capture (a file, or a rotated set of files deco
 completed the request, streamed: completed exchanges wait only while an earlier request on some connection still
 waits for its response. Bad input never raises a traceback: unreadable files are counted warnings, and
 CaptureError (one line) only when nothing could be read.
+
+On a large capture the work is spread over processes (DecodeRun.in_child): the reading and reassembly in a
+forked child (capture/streams.py), and for a busy consumer the Kafka layer too (decoding/forked.py), which then
+sends the finished items; the items, `ended` and the report are the same either way.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from .capture.events import ConnectionClosed, StreamData, StreamGap, StreamRun
 from .capture.reader import CaptureError, unreadable_line
 from .capture.rotation import file_order, rotation_groups, set_label
-from .capture.streams import FileRead, stream_set_events
+from .capture.streams import FileRead, stream_set_events, worth_a_child
 from .exchange import Exchange
 from .protocol.connection import DecodeContext, KafkaConnection, OrphanResponse
 from .protocol.report import DecodeReport
@@ -49,7 +53,8 @@ class DecodeRun:
     the files, frames counting on from file to file (`mergecap -a` numbering), rows labelled with the set's
     label ("cap.pcap+2"); the report lists every file. Other files are decoded each on its own."""
 
-    def __init__(self, paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None):
+    def __init__(self, paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None,
+                 in_child: bool = True):
         self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         self.ports = None if ports is None else frozenset(int(p) for p in ports)
         self.report = DecodeReport()
@@ -57,8 +62,21 @@ class DecodeRun:
         # Ids (Exchange.conn) of connections that closed and whose every item has been yielded, in that order:
         # a consumer may drain it between items and drop what it keeps per connection (analysis.run).
         self.ended: list[int] = []
+        # Whether a large capture is decoded whole in a forked child (decoding/forked.py), this process only
+        # rebuilding the items: for a consumer busier than the decoding (the analysis). Else only the reading
+        # and reassembly are forked (capture/streams.py), and the Kafka layer runs here. (The decoding child
+        # forks that reader in turn: three processes, the two decoding halves sharing the second core.)
+        self.in_child = in_child
 
     def __iter__(self) -> Iterator[Exchange | OrphanResponse]:
+        if self.in_child and worth_a_child(*self.paths):
+            from .decoding.forked import decoded_in_child
+
+            return decoded_in_child(self._decode, self.ended, self.report)
+        return self._decode()
+
+    def _decode(self) -> Iterator[Exchange | OrphanResponse]:
+        """The run in this process (large files still read in a forked child: capture/streams.py)."""
         read_any = False
         errors: list[str] = []
 
@@ -70,13 +88,16 @@ class DecodeRun:
         for group in rotation_groups(self.paths):
             names = [os.path.basename(os.fspath(path)) for path in group]
             reads = [FileRead(path) for path in group]
+            events = stream_set_events(reads, runs=True)
             try:
-                events = stream_set_events(reads, runs=True)
                 yield from decode_events(events, set_label(names), self.ports, self.report, self._topic_names,
                                           self.ended)
             except (CaptureError, OSError) as exc:  # the reader process stopped: the set's files are not all read
                 unreadable(unreadable_line(exc))
             finally:
+                # A consumer that stopped early (Ctrl-C, a closed stdout) leaves the reading suspended: end it now,
+                # so that the packets read so far are counted before the report takes the files' stats.
+                events.close()
                 for read, name in zip(reads, names):
                     stats, failure = read.stats, read.error
                     if failure is not None:
@@ -91,9 +112,11 @@ class DecodeRun:
             raise CaptureError(errors[0] if len(errors) == 1 else f"{errors[0]} (and {len(errors) - 1} more)")
 
 
-def decode_capture(paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None) -> DecodeRun:
-    """Decode capture files. `ports`: the brokers' ports (else each connection's broker side is detected)."""
-    return DecodeRun(paths, ports)
+def decode_capture(paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None,
+                   in_child: bool = True) -> DecodeRun:
+    """Decode capture files. `ports`: the brokers' ports (else each connection's broker side is detected).
+    `in_child`: see DecodeRun.in_child."""
+    return DecodeRun(paths, ports, in_child)
 
 
 def decode_events(

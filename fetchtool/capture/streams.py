@@ -10,8 +10,8 @@ a large capture they run in a forked child while this process decodes Kafka: the
 cores. The child sends its events in batches over a pipe (a packed descriptor per event, the payload bytes,
 each Endpoint once) and this process rebuilds identical frozen events, in the same order (or, for a consumer that
 asks for runs, a batch's consecutive data of one direction as one events.StreamRun). The child's stats
-and errors travel at the end. If the consumer stops early (a closed pipe, Ctrl-C), the child is killed and
-reaped. Small, compressed or unforkable inputs are read in this process: a fork is not worth it there.
+and errors travel at the end, on a pipe of their own: also when the consumer stops early (a closed pipe,
+Ctrl-C), the child's next write then failing; it is then reaped (killed if it does not answer in STOP_WAIT). Small, compressed or unforkable inputs are read in this process: a fork is not worth it there.
 
 A set's files go through one TcpReassembler, in order: frames of a file count on from the packets of the files
 before it, and a file that cannot be read is that file's error (FileRead.error), not the end of the set.
@@ -23,9 +23,10 @@ import fcntl
 import mmap
 import os
 import pickle
+import select
 import signal
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 
 from .._fast import fast_constructor
@@ -35,18 +36,19 @@ from .reader import PCAPNG_SHB, PCAP_MAGICS, RELEASE_EVERY, CaptureError
 from .reassembly import TcpReassembler
 
 __all__ = ["stream_set_events", "stream_set_events_here", "stream_set_events_in_child", "FileRead",
-           "BACKGROUND_MIN_BYTES"]
+           "BACKGROUND_MIN_BYTES", "worth_a_child", "reap", "grow_pipe", "read_final", "write_all", "STOP_WAIT"]
 
 BACKGROUND_MIN_BYTES = 16 * 1024 * 1024  # below this the fork costs more than the overlap gains
 _BATCH_BYTES = 1 << 20
 _BATCH_EVENTS = 512
+STOP_WAIT = 2.0  # seconds a consumer that stops early waits for a child's final message before killing it
 ENDPOINT_SLOTS = 4096  # endpoints numbered at once between the reader process and this one
 
 _DATA, _GAP, _CLOSED, _ENDPOINT, _FILE = range(5)
 _REASONS = ("fin", "rst", "reused", "end_of_capture")
 # kind, conn, src, dst, frame, ts, length (data) / lost bytes / reason, file offset of the data (-1: in the batch)
 _DESC = struct.Struct("=BIIIIdQq")
-_HEAD = struct.Struct("=iI")  # descriptors in the batch (-1: the final message), data bytes
+_HEAD = struct.Struct("=iI")  # descriptors in the batch, data bytes
 _data = fast_constructor(StreamData)
 _gap = fast_constructor(StreamGap)
 _closed = fast_constructor(ConnectionClosed)
@@ -70,16 +72,16 @@ class FileRead:
     error: Exception | None = None
 
 
-def stream_set_events(reads: list[FileRead], runs: bool = False) -> Iterator[StreamEvent | StreamRun]:
+def stream_set_events(reads: list[FileRead], runs: bool = False) -> Generator[StreamEvent | StreamRun, None, None]:
     """The events of several files read as one capture (a rotated set), in a child process when the files are
     large enough to gain from it. Each file's stats and error land in its FileRead; nothing is raised for them.
     `runs`: a consumer that takes StreamRun events (see _receive) may get them, from the child."""
-    if _worth_a_child(*(r.path for r in reads)):
+    if worth_a_child(*(r.path for r in reads)):
         return stream_set_events_in_child(reads, runs)
     return stream_set_events_here(reads)
 
 
-def stream_set_events_here(reads: list[FileRead]) -> Iterator[StreamEvent]:
+def stream_set_events_here(reads: list[FileRead]) -> Generator[StreamEvent, None, None]:
     """stream_set_events, read in this process."""
     reasm = TcpReassembler()
     frame, ts, offset = 0, 0.0, 0
@@ -94,7 +96,8 @@ def stream_set_events_here(reads: list[FileRead]) -> Iterator[StreamEvent]:
     yield from reasm.finish(frame, ts)
 
 
-def _worth_a_child(*paths) -> bool:
+def worth_a_child(*paths) -> bool:
+    """Whether reading `paths` in a forked child gains: two cores, a fork, large uncompressed captures."""
     if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or os.environ.get("FETCHTOOL_ONE_PROCESS"):
         return False
     try:
@@ -110,30 +113,91 @@ def _worth_a_child(*paths) -> bool:
         return False  # the in-process reader reports it as one line
 
 
-def stream_set_events_in_child(reads: list[FileRead], runs: bool = False) -> Iterator[StreamEvent | StreamRun]:
+def stream_set_events_in_child(reads: list[FileRead], runs: bool = False
+                               ) -> Generator[StreamEvent | StreamRun, None, None]:
     """stream_set_events, with the reading and reassembly done by a forked child."""
     paths = [r.path for r in reads]
     r, w = os.pipe()
-    _grow_pipe(w)
+    final_r, final_w = os.pipe()
+    grow_pipe(w)
     pid = os.fork()
-    if pid == 0:  # the child: never returns
-        os.close(r)
-        _child(paths, w)
+    if pid == 0:  # the child: never returns, not even for a Ctrl-C that comes before it ignores them
+        try:
+            os.close(r)
+            os.close(final_r)
+            _child(paths, w, final_w)
+        finally:
+            os._exit(1)
     os.close(w)
+    os.close(final_w)
+    finished = False
+    final = None
     try:
         with open(r, "rb", buffering=_BATCH_BYTES) as pipe:
             yield from _receive(pipe, reads, runs)
+        finished = True
     finally:
-        _reap(pid)
+        # Stopped early, the reader's next write fails on the closed pipe and it sends what it counted so far.
+        try:
+            final = read_final(final_r, None if finished else STOP_WAIT)
+        finally:
+            os.close(final_r)
+            reap(pid)
+        if final is not None:
+            _take_final(reads, final[0])
+    if final is None:
+        raise CaptureError(f"{reads[0].path}: the capture reader process stopped unexpectedly")
+    if final[1] is not None:
+        raise RuntimeError(f"capture reader process: {final[1]}")
+
+
+def _take_final(reads: list[FileRead], files: list) -> None:
+    for r, (stats, error) in zip(reads, files):
+        r.stats.merge(stats)
+        if error is not None:
+            r.error = CaptureError(error[1]) if error[0] == "capture" else OSError(error[1], error[2], error[3])
+
+
+def read_final(fd: int, timeout: float | None):
+    """The object a forked child pickled into pipe `fd` as it ended, or None when it sent none (it died, or did
+    not answer within `timeout` seconds)."""
+    chunks = []
+    while True:
+        if timeout is not None and not select.select([fd], [], [], timeout)[0]:
+            return None
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    if not chunks:
+        return None
+    try:
+        return pickle.loads(b"".join(chunks))
+    except Exception:  # noqa: BLE001  (cut short: the child died while writing it)
+        return None
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 # -- the child ----------------------------------------------------------------------------------------------
-def _child(paths: list, fd: int) -> None:
+def _child(paths: list, fd: int, final_fd: int) -> None:
     code = 1
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
-        with open(fd, "wb", buffering=_BATCH_BYTES) as out:
-            _send(out, paths)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
+        files: list[list] = []  # per file: [stats, error or None], the current file's stats as they grow
+        bug = None
+        try:
+            with open(fd, "wb", buffering=_BATCH_BYTES) as out:
+                _send(out, paths, files)
+        except BrokenPipeError:
+            pass  # the parent stopped reading: it gets the counts so far
+        except Exception as exc:  # noqa: BLE001  (a bug: the parent re-raises it with this text)
+            bug = f"{type(exc).__name__}: {exc}"
+        write_all(final_fd, pickle.dumps((files, bug)))
         code = 0
     except BaseException:  # noqa: BLE001  (a dead parent: nobody to report to)
         pass
@@ -141,7 +205,7 @@ def _child(paths: list, fd: int) -> None:
         os._exit(code)
 
 
-def _send(out, paths: list) -> None:
+def _send(out, paths: list, files: list[list]) -> None:
     # -> its number in the batches, oldest first: at most ENDPOINT_SLOTS, the oldest's number reused for a new
     # one (both processes hold one entry per number, not one per endpoint ever seen: 200,000 on a session storm)
     endpoints: dict[Endpoint, int] = {}
@@ -189,16 +253,14 @@ def _send(out, paths: list) -> None:
         else:
             descs.append(pack(_CLOSED, ev.conn, 0, 0, ev.frame, ev.ts, _REASONS.index(ev.reason), -1))
 
-    files: list[tuple] = []  # per file: (stats, error or None)
-    error: tuple | None
-    bug = None
     reasm = TcpReassembler()
     frame, ts, offset = 0, 0.0, 0
     try:
         for i, path in enumerate(paths):
             if i:  # the parent maps this file now: the data references that follow are offsets in it
                 descs.append(pack(_FILE, i, 0, 0, 0, 0.0, 0, -1))
-            stats, error = CaptureStats(), None
+            stats = CaptureStats()
+            files.append([stats, None])
             try:
                 for seg in iter_segments(path, stats, offset):
                     frame, ts, payload, at = seg.frame, seg.ts, seg.payload, seg.at
@@ -207,19 +269,20 @@ def _send(out, paths: list) -> None:
                     if len(descs) >= _BATCH_EVENTS:
                         flush()
             except CaptureError as exc:
-                error = ("capture", str(exc))
+                files[-1][1] = ("capture", str(exc))
+            except BrokenPipeError:
+                raise  # the parent's end of the pipe (flush), not this file
             except OSError as exc:
-                error = ("os", exc.errno, exc.strerror, exc.filename)
-            files.append((stats, error))
+                files[-1][1] = ("os", exc.errno, exc.strerror, exc.filename)
             offset += stats.packets
         for ev in reasm.finish(frame, ts):
             put(ev)
-    except Exception as exc:  # noqa: BLE001  (a bug: the parent re-raises it with this text)
-        bug = f"{type(exc).__name__}: {exc}"
+    except BrokenPipeError:
+        raise
+    except Exception:
+        flush()  # the events read before a bug, then the bug (the parent raises it after them)
+        raise
     flush()
-    final = pickle.dumps((files, bug))
-    out.write(_HEAD.pack(-1, len(final)))
-    out.write(final)
 
 
 # -- the parent ---------------------------------------------------------------------------------------------
@@ -243,10 +306,8 @@ def _receive(pipe, reads: list[FileRead], runs: bool = False) -> Iterator[Stream
         while True:
             head = read(_HEAD.size)
             if len(head) < _HEAD.size:
-                raise CaptureError(f"{reads[0].path}: the capture reader process stopped unexpectedly")
+                break  # the end: the child's final message says whether of the whole capture
             count, nbytes = _HEAD.unpack(head)
-            if count < 0:
-                break
             descs = read(count * size)
             blob = read(nbytes)
             pos = 0
@@ -296,14 +357,6 @@ def _receive(pipe, reads: list[FileRead], runs: bool = False) -> Iterator[Stream
             file.release(at)  # the batch's last reference (-1 when it had none: nothing to release yet)
     finally:
         file.close()
-    files, bug = pickle.loads(read(nbytes))
-    for r, (stats, error) in zip(reads, files):
-        r.stats.merge(stats)
-        if error is None:
-            continue
-        r.error = CaptureError(error[1]) if error[0] == "capture" else OSError(error[1], error[2], error[3])
-    if bug is not None:
-        raise RuntimeError(f"capture reader process: {bug}")
 
 
 class _Mapped:
@@ -338,7 +391,7 @@ class _Mapped:
         self.mm = None
 
 
-def _reap(pid: int) -> None:
+def reap(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)  # a no-op race when it already exited: it is a zombie until reaped
     except ProcessLookupError:
@@ -346,7 +399,7 @@ def _reap(pid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def _grow_pipe(fd: int) -> None:
+def grow_pipe(fd: int) -> None:
     # Linux pipes hold 64 KB by default; a batch-sized pipe halves the context switches.
     if not hasattr(fcntl, "F_SETPIPE_SZ"):
         return

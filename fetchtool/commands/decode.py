@@ -64,7 +64,7 @@ def main(
         bad_option("--master needs --engine spark")
     if format is None and out is None:
         format = Format.jsonl
-    reading = Reading(captures, port, window)
+    reading = Reading(captures, port, window, decode_in_child=False)  # the Kafka layer here: see Reading
     tables = None
     if out is not None:
         from fetchtool.pipeline.tables import ParquetTables

@@ -16,8 +16,6 @@ from __future__ import annotations
 import uuid
 from struct import Struct
 
-from kio.schema.errors import ErrorCode
-
 from .._fast import fast_constructor
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
 from .codec import ZERO_UUID, CodecError, FetchRequestBody, FetchResponseBody
@@ -28,7 +26,11 @@ class Unhandled(Exception):
     """Not the plain shape this path reads: decode the body with kio instead."""
 
 
-_KNOWN_ERRORS = frozenset(int(e) for e in ErrorCode)
+# The error codes kio knows (kio.schema.errors.ErrorCode, kio 0.6.5: -1 to 133, every one), written out so that
+# the fast path never imports kio: that import cost every decode ~20 ms with warm caches (python -X importtime),
+# over 0.2 s cold. tests/protocol/test_codec_roundtrip.py holds it to kio's list.
+KNOWN_ERRORS = frozenset(range(-1, 134))
+_KNOWN_ERRORS = KNOWN_ERRORS
 _ZERO_ID = bytes(16)
 _new = tuple.__new__
 _request_body = fast_constructor(FetchRequestBody)  # one per Fetch request and response (fetchtool._fast)

@@ -78,12 +78,15 @@ def test_a_consumer_that_stops_early_leaves_no_process_behind(tmp_path):
         ts = conv.handshake(T0)
         for _ in range(200):  # more than the pipe holds, so the child is still writing when we stop
             ts = conv.send("client", b"q" * 50_000, ts)
+    read = FileRead(path)
     with forked_children() as pids:
-        events = stream_set_events_in_child([FileRead(path)])
+        events = stream_set_events_in_child([read])
         first = next(events)
         assert first.data[:1] == b"q"
         events.close()
     assert len(pids) == 1
+    # what the child had read when it stopped is counted (the old code counted nothing: 0 packets)
+    assert 0 < read.stats.packets < 200 * 50 + 3 and read.stats.bytes > 0
 
 
 def test_decode_uses_the_child_on_large_files_and_the_items_are_the_same(tmp_path, monkeypatch):
@@ -92,9 +95,9 @@ def test_decode_uses_the_child_on_large_files_and_the_items_are_the_same(tmp_pat
     path = ROOT / "captures" / "confluent-kafka-tansu.pcap"
     one = list(decode_capture(path))
     monkeypatch.setattr(streams, "BACKGROUND_MIN_BYTES", 0)
-    assert streams._worth_a_child(path)
+    assert streams.worth_a_child(path)
     with forked_children() as pids:
         assert list(decode_capture(path)) == one
     assert len(pids) == 1
     monkeypatch.setenv("FETCHTOOL_ONE_PROCESS", "1")
-    assert not streams._worth_a_child(path)
+    assert not streams.worth_a_child(path)

@@ -112,7 +112,7 @@ def test_a_large_set_is_read_by_the_forked_reader_with_the_same_items(tmp_path, 
     pieces = split_pcap(DROP, tmp_path, every=100, name="drop.pcap")
     here = list(decode_capture(pieces))
     monkeypatch.setattr(streams, "BACKGROUND_MIN_BYTES", 0)
-    assert streams._worth_a_child(*pieces)
+    assert streams.worth_a_child(*pieces)
     with forked_children() as pids:  # leaving the block checks that the reader process was reaped
         forked = decode_capture(pieces)
         assert list(forked) == here

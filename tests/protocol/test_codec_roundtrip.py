@@ -184,6 +184,13 @@ def test_fetch_snapshot_round_trip(version):
     check()
 
 
+def test_the_fast_path_knows_exactly_the_error_codes_kio_knows():
+    # the fast path writes kio's list out (so that decoding never imports kio); a kio with new codes shows here
+    from kio.schema.errors import ErrorCode
+
+    assert _fetch_flex.KNOWN_ERRORS == frozenset(int(e) for e in ErrorCode)
+
+
 def test_unknown_error_code_falls_back_to_kafka_python():
     # kio's ErrorCode enum rejects codes newer than it knows; the decode must not fail because of that
     hw = 0x0102030405060708
