@@ -153,6 +153,9 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
     stream_rng = [rngs.get(s.broker) for s in streams]
     sizes = _Sizes()
     every = all(mine)
+    # A plan that makes its reads as they are needed (built with_reads=LATER) gives each step's at its response.
+    later = plan.later_reads
+    take = None if later is None else later.reader(streams, None if every else mine)
 
     # Kafka reads a connection's next request only once it has answered the one before (the channel is muted
     # meanwhile), so a request the client sent during a long poll (a consumer's close, a second fetch of one
@@ -205,16 +208,16 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
         tally = tallies[i]
         kind = ctx.kind
         throttle = fetch.throttle_time_ms
+        reads = fetch.reads if take is None else take(i, j)
         if throttle and not fetch.response_partitions:
             # The captured broker throttled this fetch: Kafka then answers getThrottledResponse, empty, with no
             # session created; a session error context answers (NONE, session 0) too (KafkaApis, Kafka 4.3.1).
             outcome = ctx.throttled_response(throttle)
         elif kind == "incremental":
-            outcome = ctx.update_and_generate_response(t_ms, fetch.reads)
+            outcome = ctx.update_and_generate_response(t_ms, reads)
         elif kind == "error":
             outcome = ctx.update_and_generate_response(t_ms, _EMPTY)
         else:
-            reads = fetch.reads
             if len(reads) != sent:
                 reads = {k: reads.get(k, _NO_DATA) for k, _ in ctx.partitions()}
             if kind == "full":
