@@ -164,7 +164,18 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
     waiting: list[deque] = [deque() for _ in streams]   # per stream: (j, request parts) sent, not yet read
     deferred: list[tuple[int, int, int, int]] = []
 
-    for t_ms, phase, i, j in _with_deferred(plan.timeline, deferred):
+    # The plan's timeline, each deferred event right after the one that deferred it .
+    timeline = plan.timeline
+    events = len(timeline)
+    at = 0
+    while True:
+        if deferred:
+            t_ms, phase, i, j = deferred.pop()
+        elif at < events:
+            t_ms, phase, i, j = timeline[at]
+            at += 1
+        else:
+            break
         if not every and not mine[i]:
             continue
         if phase == RESPONSE:
@@ -278,15 +289,6 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
 
 
 _READ = -1   # a timeline phase of simulate's own: the broker reads a request that waited (see _simulate)
-
-
-def _with_deferred(timeline, deferred: list):
-    """The plan's timeline, with the events the loop defers (appended to ``deferred``) right after the event
-    that deferred them."""
-    for event in timeline:
-        yield event
-        while deferred:
-            yield deferred.pop()
 
 
 def _first_connection(streams, i: int) -> int:
