@@ -22,14 +22,15 @@ import random
 import threading
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import Callable, cast
 
 from fetchtool.analysis.savings.sizes import VersionSizes, version_sizes
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel, answer_reached_client
-from fetchtool.replay.plan import REQUEST, RESPONSE, ReplayPlan
+from fetchtool.replay.plan import REQUEST, RESPONSE, PlannedFetch, ReplayPlan
 from fetchtool.replay.tally import Tally, totals_by_broker
 from fetchtool.sessions.cache import (DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS, FetchSessionCache,
                                       SessionEvicted)
-from fetchtool.sessions.manager import FetchManager
+from fetchtool.sessions.manager import FetchContext, FetchManager
 from fetchtool.sessions.partitions import PartitionResult
 
 _NO_DATA = PartitionResult()  # a partition the capture never showed: nothing read
@@ -137,20 +138,22 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
         if m and model is None:
             model = by_first[first] = ClientModel(s.behaviour, sessions, interned=plan.keys)
         models.append(model)
-    tallies = [Tally() if m else None for m in mine]
+    # Per stream: None for a stream out of scope, which the loop skips before it reads any of these.
+    tallies = cast(list[Tally], [Tally() if m else None for m in mine])
     owners: dict[tuple[str, int], int] = {}  # (broker, live session id) -> stream index
     evicted_by: Counter = Counter()
     pending: dict[tuple[int, int], tuple] = {}
     # Per stream, what the loop needs of it, looked up once.
     fetches = [s.fetches for s in streams]
-    new_context = [managers[s.broker].new_context if m else None for s, m in zip(streams, mine)]
-    requests = [m.request_parts if m else None for m in models]
-    responses = [m.response if m else None for m in models]
-    failures = [m.error if m else None for m in models]
+    new_context = cast(list[Callable[..., FetchContext]],
+                       [managers[s.broker].new_context if m else None for s, m in zip(streams, mine)])
+    requests = cast(list[Callable[[PlannedFetch], tuple]], [m.request_parts if m else None for m in models])
+    responses = cast(list[Callable[..., None]], [m.response if m else None for m in models])
+    failures = cast(list[Callable[[], None]], [m.error if m else None for m in models])
     reconnected = {s.index for s in streams if s.follows is not None}
     lost = [0] * len(streams)   # per stream: answers the client never got
     follower = [s.is_follower for s in streams]
-    stream_rng = [rngs.get(s.broker) for s in streams]
+    stream_rng = cast(list[CapturedSessionIds], [rngs.get(s.broker) for s in streams])
     sizes = _Sizes()
     every = all(mine)
     # A plan that makes its reads as they are needed (built with_reads=LATER) gives each step's at its response.
@@ -233,7 +236,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                 reads = {k: reads.get(k, _NO_DATA) for k, _ in ctx.partitions()}
             if kind == "full":
                 rng = stream_rng[i]
-                rng.hint = fetch.response_session_id if fetch.epoch == 0 and not fetch.error_code else 0
+                rng.hint = (fetch.response_session_id or 0) if fetch.epoch == 0 and not fetch.error_code else 0
                 outcome = ctx.update_and_generate_response(t_ms, reads)
                 rng.hint = 0
             else:
