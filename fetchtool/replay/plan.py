@@ -518,24 +518,37 @@ def _step_reads(wanted: tuple[WantedPartition, ...], in_response: dict, broker_l
     ``previous`` reads, so that the engine's incremental response visits only those (sessions.ReadResults)."""
     reads = ReadResults(since=previous)
     last = previous.get
+    changed: list = []
     for w in wanted:
+        key = w.key
+        before = last(key)
         got = in_response.get(w.tp) if in_response else None
         if got is None:
             log = broker_logs.get(w.tp)
-            reads[w.key] = _NOTHING_READ if log is None else log.result or log.read()
-            continue
-        hw = got[_HW]
-        stable = got[_LSO]
-        if stable == hw:
-            stable = hw     # one int object for both (the plan holds a result per partition and response)
-        result = PartitionResult(
-            got[_ERROR], hw, stable, got[_R_LOG_START], got[_RECORDS_BYTES], got[_DIVERGING], got[_PREFERRED],
-        )
-        before = last(w.key)
-        reads[w.key] = before if before is not None and before == result else result
-    # Settled once the reads are complete: two wanted partitions can share one broker key (a topic seen under
-    # its name and under its id), and the later read is the one the mapping keeps.
-    reads.settle()
+            result = _NOTHING_READ if log is None else log.result or log.read()
+        else:
+            hw = got[_HW]
+            stable = got[_LSO]
+            if stable == hw:
+                stable = hw     # one int object for both (the plan holds a result per partition and response)
+            # The previous result again when equal (PartitionResult equality, field by field, without making one).
+            if (before is not None and before.error_code == got[_ERROR] and before.high_watermark == hw
+                    and before.last_stable_offset == stable and before.log_start_offset == got[_R_LOG_START]
+                    and before.records_size == got[_RECORDS_BYTES] and before.diverging_epoch == got[_DIVERGING]
+                    and before.preferred_read_replica == got[_PREFERRED]):
+                result = before
+            else:
+                result = PartitionResult(got[_ERROR], hw, stable, got[_R_LOG_START], got[_RECORDS_BYTES],
+                                         got[_DIVERGING], got[_PREFERRED])
+        reads[key] = result
+        if result is not before:
+            changed += (key, result)
+    if len(reads) == len(wanted):
+        reads.changed = tuple(changed)   # what settle() works out, in one pass
+    else:
+        # Two wanted partitions share one broker key (a topic seen under its name and under its id): the later
+        # read is the one the mapping keeps, and settle() says so.
+        reads.settle()
     return reads
 
 

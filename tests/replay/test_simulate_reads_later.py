@@ -94,3 +94,15 @@ def test_simulate_memory_does_not_grow_with_the_steps_reads():
     # 1.0 MB above it (the four sessions' partitions, a step's reads per stream)
     assert later_size < held_size / 5
     assert simulating < held_size / 5
+
+
+@pytest.mark.parametrize("name", ["kafka/java-evictions.pcap", "kafka/cluster-followers.pcap",
+                                  "kafka/java-broker-restart.pcap", "scenarios/topic-id-switch.pcap"])
+def test_each_steps_changed_partitions_are_what_comparing_with_the_steps_before_finds(name):
+    # The plan works out a step's changed partitions while it makes the reads; ReadResults.settle, comparing the
+    # finished mapping with the reads before it, is the reference.
+    plan = build_plan(list(decode_capture([str(CAPTURES / name)])))
+    steps = [f.reads for s in plan.streams for f in s.fetches]
+    for reads in steps:
+        assert reads.changed == type(reads).derive(reads.since, reads).changed
+    assert sum(len(r.changed) for r in steps) > 0
