@@ -46,6 +46,12 @@ REQUEST = 1
 
 # build_plan(with_reads=LATER): the steps' reads are made while simulating, from the spill (ReplayPlan.later_reads)
 LATER = "later"
+# build_plan(with_reads=LATER_IF_MANY): LATER when the capture's responses carry more than HELD_READS_LIMIT partition
+# entries, else held. Held reads take about 115 bytes per entry (260 MB per GB of capture) and are made once for
+# every configuration simulated; made later they take none, but each configuration simulated makes them again
+# (about 3 s of CPU per GB).
+LATER_IF_MANY = "later-if-many"
+HELD_READS_LIMIT = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,7 +364,8 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     without the log state a simulation or replay answers from, most of a plan's memory (replay --dry-run).
     ``with_reads=LATER`` leaves them empty too, and the plan keeps ``spill`` (which must then stay open while the
     plan is used) to make them again, in the same order, when a simulation asks for them (``later_reads``): the
-    plan's memory then no longer grows with the capture's partition rows (simulate)."""
+    plan's memory then no longer grows with the capture's partition rows. ``LATER_IF_MANY``: LATER for a capture
+    whose responses carry more than HELD_READS_LIMIT partition entries, else as True (simulate)."""
     skipped: Counter = Counter()
     by_stream: dict[tuple[str, str, int], list[_Seen]] = {}
     spill = spill if spill is not None else io.BytesIO()
@@ -423,6 +430,9 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     # (request, forgotten, response partitions) of the steps whose request was applied before their response's turn
     # (pipelined requests), until that turn:
     applied_early: dict[tuple[int, int], tuple] = {}
+    if with_reads == LATER_IF_MANY:
+        entries = sum(e.response_partitions or 0 for group in groups for e in group)
+        with_reads = LATER if entries > HELD_READS_LIMIT else True
     later = LaterReads(spill, [len(g) for g in groups]) if with_reads == LATER else None
     loads = marshal.loads
     seek = spill.seek

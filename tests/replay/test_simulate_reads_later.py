@@ -7,6 +7,7 @@ The reads must be the very reads the plan would have held, with the same sharing
 
 from __future__ import annotations
 
+import json
 import tempfile
 import tracemalloc
 from pathlib import Path
@@ -106,3 +107,32 @@ def test_each_steps_changed_partitions_are_what_comparing_with_the_steps_before_
     for reads in steps:
         assert reads.changed == type(reads).derive(reads.since, reads).changed
     assert sum(len(r.changed) for r in steps) > 0
+
+
+def test_simulate_of_a_capture_too_big_to_hold_its_reads_reports_what_holding_them_reports(monkeypatch):
+    # `fetchtool simulate` holds the reads of a capture with few partition entries (made once for all the
+    # configurations) and makes them as it goes beyond HELD_READS_LIMIT; 8 configurations run in forked workers,
+    # each reading the spill the command keeps open.
+    from typer.testing import CliRunner
+
+    import fetchtool.replay.plan as plan_module
+    from fetchtool.cli import app
+
+    args = ["simulate", str(CAPTURES / "kafka" / "java-evictions.pcap"), "--cache-slots", "2,4,8,12,16,64,1000,2000",
+            "--cache-shards", "1", "--format", "json"]
+    plans = []
+    build = plan_module.build_plan
+
+    def build_plan_seen(*a, **k):
+        plans.append(build(*a, **k))
+        return plans[-1]
+
+    monkeypatch.setattr(plan_module, "build_plan", build_plan_seen)
+    held = CliRunner().invoke(app, args)
+    monkeypatch.setattr(plan_module, "HELD_READS_LIMIT", 0)
+    later = CliRunner().invoke(app, args)
+    assert held.exit_code == later.exit_code == 0, later.output
+    assert [p.later_reads is None for p in plans] == [True, False]
+    assert later.stdout == held.stdout
+    evictions = [c["totals"]["evictions"] for c in json.loads(held.stdout)["configs"]]
+    assert evictions[0] > 0 == evictions[-1]
