@@ -46,10 +46,10 @@ REQUEST = 1
 
 # build_plan(with_reads=LATER): the steps' reads are made while simulating, from the spill (ReplayPlan.later_reads)
 LATER = "later"
-# build_plan(with_reads=LATER_IF_MANY): LATER when the capture's responses carry more than HELD_READS_LIMIT partition
-# entries, else held. Held reads take about 115 bytes per entry (260 MB per GB of capture) and are made once for
-# every configuration simulated; made later they take none, but each configuration simulated makes them again
-# (about 3 s of CPU per GB).
+# build_plan(with_reads=LATER_IF_MANY): held while the steps' reads hold at most HELD_READS_LIMIT entries (one per
+# wanted partition and step), else LATER. Held reads take about 110 bytes per entry (bench1g: 2.27 million entries,
+# 250 MB) and are made once for every configuration simulated; made later they take none, but each configuration
+# simulated makes them again.
 LATER_IF_MANY = "later-if-many"
 HELD_READS_LIMIT = 1_000_000
 
@@ -364,8 +364,8 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     without the log state a simulation or replay answers from, most of a plan's memory (replay --dry-run).
     ``with_reads=LATER`` leaves them empty too, and the plan keeps ``spill`` (which must then stay open while the
     plan is used) to make them again, in the same order, when a simulation asks for them (``later_reads``): the
-    plan's memory then no longer grows with the capture's partition rows. ``LATER_IF_MANY``: LATER for a capture
-    whose responses carry more than HELD_READS_LIMIT partition entries, else as True (simulate)."""
+    plan's memory then no longer grows with the capture's partition rows. ``LATER_IF_MANY``: as True while the
+    reads hold at most HELD_READS_LIMIT entries, then as LATER, the reads made so far dropped (simulate)."""
     skipped: Counter = Counter()
     by_stream: dict[tuple[str, str, int], list[_Seen]] = {}
     spill = spill if spill is not None else io.BytesIO()
@@ -430,10 +430,11 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     # (request, forgotten, response partitions) of the steps whose request was applied before their response's turn
     # (pipelined requests), until that turn:
     applied_early: dict[tuple[int, int], tuple] = {}
+    # LATER_IF_MANY: reads held (True) while they are few, every step kept in ``later`` too until the end decides
+    later = LaterReads(spill, [len(g) for g in groups]) if with_reads in (LATER, LATER_IF_MANY) else None
+    held_entries, hold_up_to = 0, HELD_READS_LIMIT
     if with_reads == LATER_IF_MANY:
-        entries = sum(e.response_partitions or 0 for group in groups for e in group)
-        with_reads = LATER if entries > HELD_READS_LIMIT else True
-    later = LaterReads(spill, [len(g) for g in groups]) if with_reads == LATER else None
+        with_reads = True
     loads = marshal.loads
     seek = spill.seek
     take = spill.read
@@ -464,10 +465,20 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
                 info.partitions.add(rp[_PARTITION])
         records_bytes = None if response_partitions is None else summed
         wanted = planned[i][j]
+        if later is not None:
+            later.add(i, j, seen.offset, seen.size)
+            held_entries += len(wanted)
+            if with_reads is True and held_entries > hold_up_to:
+                # Too many to hold: the reads made so far are dropped, and all are made while simulating.
+                with_reads = LATER
+                for fetches in planned:
+                    for f in fetches:
+                        if isinstance(f, PlannedFetch):
+                            _set(f, "reads", _NO_READS)
+                logs.clear()
+                last_reads.clear()
         if with_reads is not True:
             planned[i][j] = _planned_fetch(seen, ms, wanted, _NO_READS, records_bytes)
-            if later is not None:
-                later.add(i, j, seen.offset, seen.size)
             continue
         broker_logs = logs.get(seen.broker)
         if broker_logs is None:
@@ -500,6 +511,8 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     events.sort()
     timeline = [(t_ms, phase, i, j) for _t, _o, t_ms, phase, i, j in events]
     link_reconnects(streams)
+    if with_reads is True:
+        later = None    # (LATER_IF_MANY, few reads: held)
     if later is not None:
         spill.flush()   # read back with os.pread, past the file object's buffer
     return ReplayPlan(start_ts, ms(end_ts), streams, topics, timeline, skipped, interned, later)

@@ -136,3 +136,18 @@ def test_simulate_of_a_capture_too_big_to_hold_its_reads_reports_what_holding_th
     assert later.stdout == held.stdout
     evictions = [c["totals"]["evictions"] for c in json.loads(held.stdout)["configs"]]
     assert evictions[0] > 0 == evictions[-1]
+
+
+def test_a_plan_holds_its_reads_until_they_are_too_many_then_makes_them_all_while_simulating(monkeypatch):
+    import fetchtool.replay.plan as plan_module
+
+    exchanges = list(decode_capture([str(CAPTURES / "kafka" / "java-evictions.pcap")]))
+    held = build_plan(exchanges)
+    entries = sum(len(f.wanted) for s in held.streams for f in s.fetches)
+    expected = _outcome(simulate_many(held, CONFIGS, processes=1))
+    for limit, made_later in ((entries, False), (entries // 2, True), (0, True)):
+        monkeypatch.setattr(plan_module, "HELD_READS_LIMIT", limit)
+        plan = build_plan(exchanges, with_reads=plan_module.LATER_IF_MANY)
+        assert (plan.later_reads is not None) == made_later
+        assert any(f.reads for s in plan.streams for f in s.fetches) != made_later
+        assert _outcome(simulate_many(plan, CONFIGS, processes=1)) == expected
