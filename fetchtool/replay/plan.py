@@ -49,9 +49,9 @@ LATER = "later"
 # build_plan(with_reads=LATER_IF_MANY): held while the steps' reads hold at most HELD_READS_LIMIT entries (one per
 # wanted partition and step), else LATER. Held reads take about 110 bytes per entry (bench1g: 2.27 million entries,
 # 250 MB) and are made once for every configuration simulated; made later they take none, but each configuration
-# simulated makes them again.
+# simulated makes them again. The limit (about 55 MB) is also what a bigger capture's plan holds before it switches.
 LATER_IF_MANY = "later-if-many"
-HELD_READS_LIMIT = 1_000_000
+HELD_READS_LIMIT = 500_000
 
 
 @dataclass(frozen=True, slots=True)
