@@ -14,7 +14,7 @@ import os
 import re
 from pathlib import Path
 from collections.abc import Iterable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import rich.text
 import typer
@@ -22,6 +22,9 @@ from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 
 from fetchtool.printable import last_resort_handler, one_line, printable
+
+if TYPE_CHECKING:
+    from fetchtool.replay.plan import ReplayPlan
 
 # Exit codes, as click's own: 2 for a bad option value (the command line is wrong), 1 for input that cannot be
 # used (no such file, nothing could be read, a broker that cannot be reached).
@@ -227,25 +230,31 @@ def emit(text: str, output: Path | None) -> None:
         fail(f"cannot write {output}: {exc.strerror or exc}")
 
 
-def plan_or_fail(reading, what: str, with_reads: bool = True):
+def plan_or_fail(reading, what: str, with_reads: bool | str = True):
     """The replay plan of the capture for simulate and replay (a commands.reading.Reading); decode warnings go to
     stderr, one line each. Fails with one line when nothing can be read, and as every command does when the
     capture holds no Fetch exchange to `what` (a verb). The plan's first pass spills the exchanges' partitions
     to a temporary file, not memory (replay.plan.build_plan). ``with_reads=False``: a plan without the steps'
-    reads, for --dry-run."""
+    reads, for --dry-run; ``LATER``: reads made while simulating."""
     import tempfile
 
     from fetchtool.decoder import CaptureError
     from fetchtool.replay.plan import build_plan  # only the commands that plan pay for it
 
+    plan: ReplayPlan | None = None
+    spill = None
     try:
-        with tempfile.TemporaryFile(prefix="fetchtool-plan-") as spill:
-            plan = build_plan(reading.items(), spill, with_reads)
+        spill = tempfile.TemporaryFile(prefix="fetchtool-plan-")
+        plan = build_plan(reading.items(), spill, with_reads)
     except CaptureError as exc:
         fail(str(exc))
     except OSError as exc:  # the spill: about 10 MB per 100 MB of capture, in $TMPDIR
         fail(f"cannot write the plan's temporary file in {tempfile.gettempdir()}: {exc.strerror or exc} "
              "(set TMPDIR to a directory with room)")
+    finally:
+        if spill is not None and (plan is None or plan.later_reads is None):
+            spill.close()   # (a plan that makes its reads later keeps it open: with_reads=LATER)
+    assert plan is not None   # (fail raised otherwise)
     for w in reading.report.warning_lines()[:20]:
         warn(w)
     reading.require_traffic(reading.exchanges if plan.streams else 0, to_run=True)

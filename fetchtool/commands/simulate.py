@@ -49,6 +49,7 @@ def main(
     from fetchtool.commands.stamp import stamp_json, stamp_markdown
     from fetchtool.commands.window import time_window
     from fetchtool.replay.clients import SESSION_MODES
+    from fetchtool.replay.plan import LATER_IF_MANY
     from fetchtool.replay.report import print_simulate, simulate_json
     from fetchtool.replay.simulate import SimConfig, simulate_many
     from fetchtool.replay.tally import captured_counts
@@ -64,7 +65,8 @@ def main(
         warn_empty_shards(s, k)
     report_console(width=width)  # a bad --width fails before the capture is read
     reading = Reading(capture, port, time_window(since, until, capture))
-    plan = plan_or_fail(reading, "simulate")
+    # A big capture's reads are made step by step while simulating, so that memory stays bounded (replay.plan)
+    plan = plan_or_fail(reading, "simulate", with_reads=LATER_IF_MANY)
     captured = captured_counts(plan)
     results = simulate_many(plan, configs, sessions, seed)  # one worker per core when several configs are asked
     doc = stamp_json(simulate_json(plan, captured, results))

@@ -98,8 +98,13 @@ class ClientModel:
             self._wanted = wanted
             self._data = pairs = {w.tp: w.data for w in wanted}
             self._summary = topic_id_summary(pairs.items())
+        handler = self.handler
+        md = handler.unchanged_request(self._data, self._summary)
+        if md is not None:       # nothing to send or forget (most fetches of a steady consumer)
+            self.last_full = False
+            return md, {}, []
         # only to_send is read here, so the session map need not be copied
-        built = self.handler.build_from(self._data, self._summary, copy_session_partitions=False)
+        built = handler.build_from(self._data, self._summary, copy_session_partitions=False)
         data = {}
         to_send = built.to_send
         if to_send:

@@ -20,11 +20,13 @@ import functools
 import io
 import marshal
 import operator
+import os
 import uuid
+from array import array
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, Callable, cast
 
 from fetchtool.exchange import FETCH, Exchange, ForgottenPartition, RequestPartition, ResponsePartition
 from fetchtool.protocol.connection import OrphanResponse
@@ -41,6 +43,15 @@ SESSIONLESS = "sessionless"  # (0,-1) or Fetch < v7: never asks for a session
 # Timeline phases: at equal times a response is handled before the next request (one in flight per client).
 RESPONSE = 0
 REQUEST = 1
+
+# build_plan(with_reads=LATER): the steps' reads are made while simulating, from the spill (ReplayPlan.later_reads)
+LATER = "later"
+# build_plan(with_reads=LATER_IF_MANY): held while the steps' reads hold at most HELD_READS_LIMIT entries (one per
+# wanted partition and step), else LATER. Held reads take about 110 bytes per entry (bench1g: 2.27 million entries,
+# 250 MB) and are made once for every configuration simulated; made later they take none, but each configuration
+# simulated makes them again. The limit (about 55 MB) is also what a bigger capture's plan holds before it switches.
+LATER_IF_MANY = "later-if-many"
+HELD_READS_LIMIT = 500_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +177,8 @@ class ReplayPlan:
     skipped: Counter  # exchanges left out of the plan, by reason
     # (topic, partition, topic id) -> the plan's one (TopicPartition, TopicIdPartition) pair for it
     keys: dict[tuple, tuple[TopicPartition, TopicIdPartition]] = field(default_factory=dict)
+    # A plan built with_reads=LATER: what makes every step's reads again, step by step (its fetches' reads are empty)
+    later_reads: LaterReads | None = None
 
     @property
     def requests(self) -> int:
@@ -339,7 +352,7 @@ def _spilled(ex: Exchange) -> tuple:
 
 
 def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO | None = None,
-               with_reads: bool = True) -> ReplayPlan:
+               with_reads: bool | str = True) -> ReplayPlan:
     """The replay plan of a capture's Fetch exchanges (FetchSnapshot and other traffic are counted, not planned).
 
     Two passes, so that the capture's exchanges are never all held: the first keeps of each exchange its place
@@ -348,7 +361,11 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     works out the step's wanted set and reads.
 
     ``with_reads=False`` leaves every step's reads empty: the plan's shape (streams, wanted sets, topics, timeline)
-    without the log state a simulation or replay answers from, most of a plan's memory (replay --dry-run)."""
+    without the log state a simulation or replay answers from, most of a plan's memory (replay --dry-run).
+    ``with_reads=LATER`` leaves them empty too, and the plan keeps ``spill`` (which must then stay open while the
+    plan is used) to make them again, in the same order, when a simulation asks for them (``later_reads``): the
+    plan's memory then no longer grows with the capture's partition rows. ``LATER_IF_MANY``: as True while the
+    reads hold at most HELD_READS_LIMIT entries, then as LATER, the reads made so far dropped (simulate)."""
     skipped: Counter = Counter()
     by_stream: dict[tuple[str, str, int], list[_Seen]] = {}
     spill = spill if spill is not None else io.BytesIO()
@@ -413,6 +430,11 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     # (request, forgotten, response partitions) of the steps whose request was applied before their response's turn
     # (pipelined requests), until that turn:
     applied_early: dict[tuple[int, int], tuple] = {}
+    # LATER_IF_MANY: reads held (True) while they are few, every step kept in ``later`` too until the end decides
+    later = LaterReads(spill, [len(g) for g in groups]) if with_reads in (LATER, LATER_IF_MANY) else None
+    held_entries, hold_up_to = 0, HELD_READS_LIMIT
+    if with_reads == LATER_IF_MANY:
+        with_reads = True
     loads = marshal.loads
     seek = spill.seek
     take = spill.read
@@ -434,55 +456,35 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
             seek(seen.offset)
             parts = loads(take(seen.size))
         response_partitions = parts[2]
-        broker_logs = logs.get(seen.broker)
-        if broker_logs is None:
-            broker_logs = logs[seen.broker] = {}
-        # (topic, partition) tuples: equal to, and hashed like, the TopicPartition keys of the wanted set
-        in_response = {}
         summed = 0
         for rp in response_partitions or ():
             summed += rp[_RECORDS_BYTES]
-            name = rp[_TOPIC] or rp[_TOPIC_ID] or "?"
-            key = (name, rp[_PARTITION])
-            in_response[key] = rp
-            log = broker_logs.get(key)
-            if log is None:
-                log = broker_logs[key] = _Log()
-            if rp[_ERROR] == 0 and rp[_HW] >= 0:
-                log.update(rp[_HW], rp[_R_LOG_START], rp[_LSO])
-            info = topics.get(name)
+            info = topics.get(rp[_TOPIC] or rp[_TOPIC_ID] or "?")
             if info is not None:
                 info.records_bytes += rp[_RECORDS_BYTES]
                 info.partitions.add(rp[_PARTITION])
         records_bytes = None if response_partitions is None else summed
         wanted = planned[i][j]
-        if not with_reads:
+        if later is not None:
+            later.add(i, j, seen.offset, seen.size)
+            held_entries += len(wanted)
+            if with_reads is True and held_entries > hold_up_to:
+                # Too many to hold: the reads made so far are dropped, and all are made while simulating.
+                with_reads = LATER
+                for fetches in planned:
+                    for f in fetches:
+                        if isinstance(f, PlannedFetch):
+                            _set(f, "reads", _NO_READS)
+                logs.clear()
+                last_reads.clear()
+        if with_reads is not True:
             planned[i][j] = _planned_fetch(seen, ms, wanted, _NO_READS, records_bytes)
             continue
-        previous = last_reads[i]
-        # The reads say which partitions' results are not the very objects of the stream's previous reads, so that
-        # the engine's incremental response visits only those (sessions.ReadResults).
-        reads = ReadResults(since=previous)
-        last = previous.get
-        for w in wanted:
-            got = in_response.get(w.tp) if in_response else None
-            if got is None:
-                log = broker_logs.get(w.tp)
-                reads[w.key] = _NOTHING_READ if log is None else log.result or log.read()
-                continue
-            hw = got[_HW]
-            stable = got[_LSO]
-            if stable == hw:
-                stable = hw     # one int object for both (the plan holds a result per partition and response)
-            result = PartitionResult(
-                got[_ERROR], hw, stable, got[_R_LOG_START], got[_RECORDS_BYTES], got[_DIVERGING], got[_PREFERRED],
-            )
-            before = last(w.key)
-            reads[w.key] = before if before is not None and before == result else result
-        # Settled once the reads are complete: two wanted partitions can share one broker key (a topic seen under
-        # its name and under its id), and the later read is the one the mapping keeps.
-        reads.settle()
-        last_reads[i] = reads
+        broker_logs = logs.get(seen.broker)
+        if broker_logs is None:
+            broker_logs = logs[seen.broker] = {}
+        reads = last_reads[i] = _step_reads(wanted, _read_response(broker_logs, response_partitions), broker_logs,
+                                            last_reads[i])
         planned[i][j] = _planned_fetch(seen, ms, wanted, reads, records_bytes)
 
     events: list[tuple[int, int, int, int, int, int]] = []
@@ -509,7 +511,158 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     events.sort()
     timeline = [(t_ms, phase, i, j) for _t, _o, t_ms, phase, i, j in events]
     link_reconnects(streams)
-    return ReplayPlan(start_ts, ms(end_ts), streams, topics, timeline, skipped, interned)
+    if with_reads is True:
+        later = None    # (LATER_IF_MANY, few reads: held)
+    if later is not None:
+        spill.flush()   # read back with os.pread, past the file object's buffer
+    return ReplayPlan(start_ts, ms(end_ts), streams, topics, timeline, skipped, interned, later)
+
+
+def _read_response(broker_logs: dict[tuple[str, int], _Log], response_partitions: tuple | None
+                   ) -> dict[tuple[str, int], tuple]:
+    """Bring the broker's logs up to one captured response; its partitions by (topic, partition) tuples (equal
+    to, and hashed like, the TopicPartition keys of the wanted set)."""
+    in_response = {}
+    for rp in response_partitions or ():
+        key = (rp[_TOPIC] or rp[_TOPIC_ID] or "?", rp[_PARTITION])
+        in_response[key] = rp
+        log = broker_logs.get(key)
+        if log is None:
+            log = broker_logs[key] = _Log()
+        if rp[_ERROR] == 0 and rp[_HW] >= 0:
+            log.update(rp[_HW], rp[_R_LOG_START], rp[_LSO])
+    return in_response
+
+
+def _step_reads(wanted: tuple[WantedPartition, ...], in_response: dict, broker_logs: dict[tuple[str, int], _Log],
+                previous: ReadResults) -> ReadResults:
+    """What a read of each wanted partition gives at this step: the response's partition, else the broker's
+    latest knowledge of it. The reads say which partitions' results are not the very objects of the stream's
+    ``previous`` reads, so that the engine's incremental response visits only those (sessions.ReadResults)."""
+    reads = ReadResults(since=previous)
+    last = previous.get
+    changed: list = []
+    for w in wanted:
+        key = w.key
+        before = last(key)
+        got = in_response.get(w.tp) if in_response else None
+        if got is None:
+            log = broker_logs.get(w.tp)
+            result = _NOTHING_READ if log is None else log.result or log.read()
+        else:
+            hw = got[_HW]
+            stable = got[_LSO]
+            if stable == hw:
+                stable = hw     # one int object for both (the plan holds a result per partition and response)
+            # The previous result again when equal (PartitionResult equality, field by field, without making one).
+            if (before is not None and before.error_code == got[_ERROR] and before.high_watermark == hw
+                    and before.last_stable_offset == stable and before.log_start_offset == got[_R_LOG_START]
+                    and before.records_size == got[_RECORDS_BYTES] and before.diverging_epoch == got[_DIVERGING]
+                    and before.preferred_read_replica == got[_PREFERRED]):
+                result = before
+            else:
+                result = PartitionResult(got[_ERROR], hw, stable, got[_R_LOG_START], got[_RECORDS_BYTES],
+                                         got[_DIVERGING], got[_PREFERRED])
+        reads[key] = result
+        if result is not before:
+            changed += (key, result)
+    if len(reads) == len(wanted):
+        reads.changed = tuple(changed)   # what settle() works out, in one pass
+    else:
+        # Two wanted partitions share one broker key (a topic seen under its name and under its id): the later
+        # read is the one the mapping keeps, and settle() says so.
+        reads.settle()
+    return reads
+
+
+class LaterReads:
+    """Every step's reads of a plan built with_reads=LATER, made again when a simulation needs them.
+
+    The reads are the broker's log state at each step, and that state comes from walking every captured response
+    in response order. Held for the whole plan they grow with the capture (about 260 MB per GB); here only where
+    each step's partitions lie in the spill is kept, and ``reader`` walks the responses again during a simulation,
+    so that at any moment only the reads of steps made and not yet answered are alive. The walk is build_plan's
+    own (_read_response, _step_reads, the same order), so every read, and every sharing of one result object
+    between steps and streams that the engine's fast paths rely on, is what the plan would have held.
+    """
+
+    __slots__ = ("spill", "order", "offsets", "sizes")
+
+    def __init__(self, spill: BinaryIO, steps: list[int]) -> None:
+        self.spill = spill
+        self.order = array("q")   # stream index << 32 | step index, in response order
+        self.offsets = [array("q", bytes(8 * n)) for n in steps]
+        self.sizes = [array("q", bytes(8 * n)) for n in steps]
+
+    def add(self, i: int, j: int, offset: int, size: int) -> None:
+        self.order.append(i << 32 | j)
+        self.offsets[i][j] = offset
+        self.sizes[i][j] = size
+
+    def reader(self, streams: list[ClientStream], mine: list[bool] | None = None) -> Callable[[int, int], ReadResults]:
+        """``take(i, j)``: the reads of step j of stream i, once per step, in any order (the steps made before
+        one is asked for wait in a buffer). ``mine``: per stream, whether the caller will ask for its steps (a
+        simulation of some brokers only); the walk skips the others."""
+        return _ReadsWalk(self, streams, mine).take
+
+
+class _ReadsWalk:
+    __slots__ = ("later", "streams", "mine", "read", "pos", "logs", "last", "left", "ready", "taken")
+
+    def __init__(self, later: LaterReads, streams: list[ClientStream], mine: list[bool] | None) -> None:
+        self.later = later
+        self.streams = streams
+        self.mine = mine
+        spill = later.spill
+        if isinstance(spill, io.BytesIO):
+            view = spill.getbuffer()
+            self.read: Callable[[int, int], Any] = lambda offset, size: view[offset:offset + size]
+        else:
+            # pread: forked simulations of other brokers share the file's offset
+            fd = spill.fileno()
+            self.read = lambda offset, size: os.pread(fd, size, offset)
+        self.pos = 0
+        self.logs: dict[str, dict[tuple[str, int], _Log]] = {}
+        self.last: list[ReadResults | None] = [None] * len(streams)     # the stream's latest reads made
+        self.left = [len(s.fetches) for s in streams]                  # steps of the stream not made yet
+        self.ready: dict[tuple[int, int], ReadResults] = {}
+        self.taken: list[ReadResults | None] = [None] * len(streams)
+
+    def take(self, i: int, j: int) -> ReadResults:
+        reads = self.ready.pop((i, j), None)
+        if reads is None:
+            reads = self._walk_to(i, j)
+        # The stream's reads answered before these were only kept for what these say changed since them.
+        before = self.taken[i]
+        if before is not None:
+            before.since = None
+        self.taken[i] = reads
+        return reads
+
+    def _walk_to(self, i: int, j: int) -> ReadResults:
+        later, mine, streams, ready = self.later, self.mine, self.streams, self.ready
+        order, offsets, sizes, read, loads = later.order, later.offsets, later.sizes, self.read, marshal.loads
+        pos = self.pos
+        while True:
+            step = order[pos]
+            pos += 1
+            si, sj = step >> 32, step & 0xFFFFFFFF
+            if mine is not None and not mine[si]:
+                continue
+            stream = streams[si]
+            broker_logs = self.logs.get(stream.broker)
+            if broker_logs is None:
+                broker_logs = self.logs[stream.broker] = {}
+            response_partitions = loads(read(offsets[si][sj], sizes[si][sj]))[2]
+            previous = self.last[si]
+            reads = _step_reads(stream.fetches[sj].wanted, _read_response(broker_logs, response_partitions),
+                                broker_logs, ReadResults() if previous is None else previous)
+            self.left[si] -= 1
+            self.last[si] = reads if self.left[si] else None
+            if si == i and sj == j:
+                self.pos = pos
+                return reads
+            ready[(si, sj)] = reads
 
 
 def session_after(fetch: PlannedFetch) -> int:

@@ -22,14 +22,15 @@ import random
 import threading
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import Callable, cast
 
 from fetchtool.analysis.savings.sizes import VersionSizes, version_sizes
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel, answer_reached_client
-from fetchtool.replay.plan import REQUEST, RESPONSE, ReplayPlan
+from fetchtool.replay.plan import REQUEST, RESPONSE, PlannedFetch, ReplayPlan
 from fetchtool.replay.tally import Tally, totals_by_broker
 from fetchtool.sessions.cache import (DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS, FetchSessionCache,
                                       SessionEvicted)
-from fetchtool.sessions.manager import FetchManager
+from fetchtool.sessions.manager import FetchContext, FetchManager
 from fetchtool.sessions.partitions import PartitionResult
 
 _NO_DATA = PartitionResult()  # a partition the capture never showed: nothing read
@@ -137,22 +138,27 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
         if m and model is None:
             model = by_first[first] = ClientModel(s.behaviour, sessions, interned=plan.keys)
         models.append(model)
-    tallies = [Tally() if m else None for m in mine]
+    # Per stream: None for a stream out of scope, which the loop skips before it reads any of these.
+    tallies = cast(list[Tally], [Tally() if m else None for m in mine])
     owners: dict[tuple[str, int], int] = {}  # (broker, live session id) -> stream index
     evicted_by: Counter = Counter()
     pending: dict[tuple[int, int], tuple] = {}
     # Per stream, what the loop needs of it, looked up once.
     fetches = [s.fetches for s in streams]
-    new_context = [managers[s.broker].new_context if m else None for s, m in zip(streams, mine)]
-    requests = [m.request_parts if m else None for m in models]
-    responses = [m.response if m else None for m in models]
-    failures = [m.error if m else None for m in models]
+    new_context = cast(list[Callable[..., FetchContext]],
+                       [managers[s.broker].new_context if m else None for s, m in zip(streams, mine)])
+    requests = cast(list[Callable[[PlannedFetch], tuple]], [m.request_parts if m else None for m in models])
+    responses = cast(list[Callable[..., None]], [m.response if m else None for m in models])
+    failures = cast(list[Callable[[], None]], [m.error if m else None for m in models])
     reconnected = {s.index for s in streams if s.follows is not None}
     lost = [0] * len(streams)   # per stream: answers the client never got
     follower = [s.is_follower for s in streams]
-    stream_rng = [rngs.get(s.broker) for s in streams]
+    stream_rng = cast(list[CapturedSessionIds], [rngs.get(s.broker) for s in streams])
     sizes = _Sizes()
     every = all(mine)
+    # A plan that makes its reads as they are needed (built with_reads=LATER) gives each step's at its response.
+    later = plan.later_reads
+    take = None if later is None else later.reader(streams, None if every else mine)
 
     # Kafka reads a connection's next request only once it has answered the one before (the channel is muted
     # meanwhile), so a request the client sent during a long poll (a consumer's close, a second fetch of one
@@ -161,7 +167,18 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
     waiting: list[deque] = [deque() for _ in streams]   # per stream: (j, request parts) sent, not yet read
     deferred: list[tuple[int, int, int, int]] = []
 
-    for t_ms, phase, i, j in _with_deferred(plan.timeline, deferred):
+    # The plan's timeline, each deferred event right after the one that deferred it .
+    timeline = plan.timeline
+    events = len(timeline)
+    at = 0
+    while True:
+        if deferred:
+            t_ms, phase, i, j = deferred.pop()
+        elif at < events:
+            t_ms, phase, i, j = timeline[at]
+            at += 1
+        else:
+            break
         if not every and not mine[i]:
             continue
         if phase == RESPONSE:
@@ -205,21 +222,21 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
         tally = tallies[i]
         kind = ctx.kind
         throttle = fetch.throttle_time_ms
+        reads = fetch.reads if take is None else take(i, j)
         if throttle and not fetch.response_partitions:
             # The captured broker throttled this fetch: Kafka then answers getThrottledResponse, empty, with no
             # session created; a session error context answers (NONE, session 0) too (KafkaApis, Kafka 4.3.1).
             outcome = ctx.throttled_response(throttle)
         elif kind == "incremental":
-            outcome = ctx.update_and_generate_response(t_ms, fetch.reads)
+            outcome = ctx.update_and_generate_response(t_ms, reads)
         elif kind == "error":
             outcome = ctx.update_and_generate_response(t_ms, _EMPTY)
         else:
-            reads = fetch.reads
             if len(reads) != sent:
                 reads = {k: reads.get(k, _NO_DATA) for k, _ in ctx.partitions()}
             if kind == "full":
                 rng = stream_rng[i]
-                rng.hint = fetch.response_session_id if fetch.epoch == 0 and not fetch.error_code else 0
+                rng.hint = (fetch.response_session_id or 0) if fetch.epoch == 0 and not fetch.error_code else 0
                 outcome = ctx.update_and_generate_response(t_ms, reads)
                 rng.hint = 0
             else:
@@ -275,15 +292,6 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
 
 
 _READ = -1   # a timeline phase of simulate's own: the broker reads a request that waited (see _simulate)
-
-
-def _with_deferred(timeline, deferred: list):
-    """The plan's timeline, with the events the loop defers (appended to ``deferred``) right after the event
-    that deferred them."""
-    for event in timeline:
-        yield event
-        while deferred:
-            yield deferred.pop()
 
 
 def _first_connection(streams, i: int) -> int:

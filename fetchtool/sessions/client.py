@@ -215,19 +215,27 @@ class FetchSessionHandler:
         ``partitions`` is copied, never kept or changed.
         """
         names, without = summary if summary is not None else topic_id_summary(partitions.items())
-        md = self.next_metadata
-        if md.epoch != 0 and md.epoch != -1 and partitions == self.session_partitions:
-            # What _build's unchanged case gives (nothing to send, forget or replace; the session as it is),
-            # without copying the caller's partitions first.
-            can_use_topic_ids = without == 0
-            if not can_use_topic_ids:
-                self.session_topic_names = {}
-            elif names != self.session_topic_names:
-                self.session_topic_names = dict(names)
+        md = self.unchanged_request(partitions, (names, without))
+        if md is not None:
             session = self.session_partitions
             return FetchRequestData({}, [], [], dict(session) if copy_session_partitions else session, md,
-                                    can_use_topic_ids)
+                                    without == 0)
         return _build(self, dict(partitions), dict(names), without, copy_session_partitions)
+
+    def unchanged_request(self, partitions: dict[TopicPartition, PartitionData],
+                          summary: tuple[dict[uuid.UUID, str], int]) -> FetchMetadata | None:
+        """``build_from(partitions, summary)`` when it is an incremental request that sends, forgets and replaces
+        nothing (its metadata; the session kept as it is), else None and nothing changed. What _build's unchanged
+        case gives, without copying the caller's partitions or making the request (a simulation's steady fetch)."""
+        md = self.next_metadata
+        if md.epoch == 0 or md.epoch == -1 or partitions != self.session_partitions:
+            return None
+        names, without = summary
+        if without:
+            self.session_topic_names = {}
+        elif names != self.session_topic_names:
+            self.session_topic_names = dict(names)
+        return md
 
     # ------------------------------------------------------------------------------------- responses
     def resolve_response_partitions(self, topics: Iterable[tuple[str | None, uuid.UUID, Iterable[int]]],

@@ -44,6 +44,8 @@ _set = object.__setattr__
 class FetchContext:
     """Base of the four contexts. ``kind`` is "sessionless", "full", "incremental" or "error"."""
 
+    __slots__ = ()
+
     kind: str = ""
     error_code: int = errors.NONE
 
@@ -72,6 +74,8 @@ class FetchContext:
 class SessionErrorContext(FetchContext):
     """A session error (70, 71, 106): nothing is read, the response is (error, SessionId 0, no partitions)."""
 
+    __slots__ = ("error_code",)
+
     kind = "error"
 
     def __init__(self, error_code: int) -> None:
@@ -95,6 +99,8 @@ class OutOfRangeSessionContext(FetchContext):
     every requested partition with the same error (HW/LSO/log start -1). Seen so on Kafka 4.3.1
     (tests/kafka/test_differential_engine.py). The pre-3.8 single cache has no such error (cache.py).
     """
+
+    __slots__ = ("version", "req_metadata", "fetch_data")
 
     kind = "error"
     error_code = errors.UNKNOWN_SERVER_ERROR
@@ -125,6 +131,8 @@ class OutOfRangeSessionContext(FetchContext):
 class _RequestedPartitionsContext(FetchContext):
     """A context that reads exactly the partitions the request listed (Kafka's sessionless and full contexts)."""
 
+    __slots__ = ()
+
     fetch_data: Mapping[TopicIdPartition, PartitionData]
 
     def partitions(self) -> list[tuple[TopicIdPartition, PartitionData]]:
@@ -138,6 +146,8 @@ class _RequestedPartitionsContext(FetchContext):
 class SessionlessFetchContext(_RequestedPartitionsContext):
     """A full request that creates no session (epoch -1, or a session emptied by forgets): SessionId 0."""
 
+    __slots__ = ("fetch_data",)
+
     kind = "sessionless"
 
     def __init__(self, fetch_data: Mapping[TopicIdPartition, PartitionData]) -> None:
@@ -149,6 +159,8 @@ class SessionlessFetchContext(_RequestedPartitionsContext):
 
 class FullFetchContext(_RequestedPartitionsContext):
     """A full request (epoch 0): every partition is returned and a session is created from the RESPONSE."""
+
+    __slots__ = ("cache", "fetch_data", "uses_topic_ids", "is_from_follower", "session_id", "_prepared")
 
     kind = "full"
 
@@ -198,6 +210,8 @@ class FullFetchContext(_RequestedPartitionsContext):
 
 class IncrementalFetchContext(FetchContext):
     """An incremental request on a live session: only changed partitions are returned (spec §2.5)."""
+
+    __slots__ = ("session", "topic_names", "session_id", "_expected_epoch")
 
     kind = "incremental"
 
