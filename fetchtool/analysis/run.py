@@ -8,8 +8,10 @@ engine); `analyze_capture` adds the decoder at the edge.
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from operator import attrgetter
 
@@ -307,6 +309,21 @@ class AnalysisPass:
                 for c in self.tracker.client_summaries()]  # fmt: skip
 
 
+@contextmanager
+def without_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector off while items are fed. The pass keeps per-session and per-connection state
+    for the whole run (a 100,000-session capture: millions of objects) and frees what it drops by reference
+    counting: every collection walked that state again and found next to nothing to free (storm100k: ~2,900
+    objects in all, 1.5-2 s of CPU). Whatever cycle is left is collected once the collector is back on."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: int | None = None,
                   cache_shards: int | None = None, decode_report=None,
                   savings_of: Callable[[Exchange], bool] | None = None,
@@ -316,17 +333,18 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
     ``ended``: the decode run's list of closed connections (decoder.DecodeRun.ended), drained as items come.
     ``sessions``: list at most this many sessions (analysis.shown; None: every one)."""
     run = AnalysisPass(cache_slots, cache_shards, savings_of, files, eviction_ms)
-    feed = run.feed
-    if ended is None:
-        for it in items:
-            feed(it)
-    else:
-        for it in items:
-            if ended:
-                for conn in ended:
-                    run.connection_ended(conn)
-                ended.clear()
-            feed(it)
+    with without_cycle_collection():
+        feed = run.feed
+        if ended is None:
+            for it in items:
+                feed(it)
+        else:
+            for it in items:
+                if ended:
+                    for conn in ended:
+                        run.connection_ended(conn)
+                    ended.clear()
+                feed(it)
     # the savings are complete: sum them up and let the per-connection models go before the findings replay
     # each broker's cache (peak memory: that replay beside the state of the pass)
     savings = run.savings.result().to_json()
