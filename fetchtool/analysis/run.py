@@ -311,10 +311,11 @@ class AnalysisPass:
 
 @contextmanager
 def without_cycle_collection() -> Iterator[None]:
-    """The cyclic garbage collector off while items are fed. The pass keeps per-session and per-connection state
-    for the whole run (a 100,000-session capture: millions of objects) and frees what it drops by reference
-    counting: every collection walked that state again and found next to nothing to free (storm100k: ~2,900
-    objects in all, 1.5-2 s of CPU). Whatever cycle is left is collected once the collector is back on."""
+    """The cyclic garbage collector off while a run is analysed. The pass keeps per-session and per-connection
+    state for the whole run (a 100,000-session capture: millions of objects), then replays each broker's cache
+    for the findings, and frees what it drops by reference counting: every collection walked that state again
+    and found next to nothing to free (storm100k: 2,900 objects in all, for 40 collections and 2-3 s of CPU).
+    Whatever cycle is left is collected once the collector is back on."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -332,19 +333,26 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
     """Exchanges (and OrphanResponses) in request order -> Analysis. ``savings_of``: see savings_filter.
     ``ended``: the decode run's list of closed connections (decoder.DecodeRun.ended), drained as items come.
     ``sessions``: list at most this many sessions (analysis.shown; None: every one)."""
-    run = AnalysisPass(cache_slots, cache_shards, savings_of, files, eviction_ms)
     with without_cycle_collection():
-        feed = run.feed
-        if ended is None:
-            for it in items:
-                feed(it)
-        else:
-            for it in items:
-                if ended:
-                    for conn in ended:
-                        run.connection_ended(conn)
-                    ended.clear()
-                feed(it)
+        return _analyze(items, files, cache_slots, cache_shards, decode_report, savings_of, eviction_ms, ended,
+                        sessions)
+
+
+def _analyze(items: Iterable, files: Iterable[str], cache_slots: int | None, cache_shards: int | None,
+             decode_report, savings_of: Callable[[Exchange], bool] | None, eviction_ms: int,
+             ended: list[int] | None, sessions: int | None) -> Analysis:
+    run = AnalysisPass(cache_slots, cache_shards, savings_of, files, eviction_ms)
+    feed = run.feed
+    if ended is None:
+        for it in items:
+            feed(it)
+    else:
+        for it in items:
+            if ended:
+                for conn in ended:
+                    run.connection_ended(conn)
+                ended.clear()
+            feed(it)
     # the savings are complete: sum them up and let the per-connection models go before the findings replay
     # each broker's cache (peak memory: that replay beside the state of the pass)
     savings = run.savings.result().to_json()
