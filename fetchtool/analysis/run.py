@@ -8,8 +8,10 @@ engine); `analyze_capture` adds the decoder at the edge.
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from operator import attrgetter
 
@@ -307,6 +309,22 @@ class AnalysisPass:
                 for c in self.tracker.client_summaries()]  # fmt: skip
 
 
+@contextmanager
+def without_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector off while a run is analysed. The pass keeps per-session and per-connection
+    state for the whole run (a 100,000-session capture: millions of objects), then replays each broker's cache
+    for the findings, and frees what it drops by reference counting: every collection walked that state again
+    and found next to nothing to free (storm100k: 2,900 objects in all, for 40 collections and 2-3 s of CPU).
+    Whatever cycle is left is collected once the collector is back on."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: int | None = None,
                   cache_shards: int | None = None, decode_report=None,
                   savings_of: Callable[[Exchange], bool] | None = None,
@@ -315,6 +333,14 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
     """Exchanges (and OrphanResponses) in request order -> Analysis. ``savings_of``: see savings_filter.
     ``ended``: the decode run's list of closed connections (decoder.DecodeRun.ended), drained as items come.
     ``sessions``: list at most this many sessions (analysis.shown; None: every one)."""
+    with without_cycle_collection():
+        return _analyze(items, files, cache_slots, cache_shards, decode_report, savings_of, eviction_ms, ended,
+                        sessions)
+
+
+def _analyze(items: Iterable, files: Iterable[str], cache_slots: int | None, cache_shards: int | None,
+             decode_report, savings_of: Callable[[Exchange], bool] | None, eviction_ms: int,
+             ended: list[int] | None, sessions: int | None) -> Analysis:
     run = AnalysisPass(cache_slots, cache_shards, savings_of, files, eviction_ms)
     feed = run.feed
     if ended is None:

@@ -34,7 +34,7 @@ def main(
     from fetchtool.commands.reading import Reading
     from fetchtool.commands.stamp import stamp_json, stamp_markdown
     from fetchtool.commands.window import time_window
-    from fetchtool.analysis.run import concerns
+    from fetchtool.analysis.run import concerns, without_cycle_collection
     from fetchtool.analysis.savings.estimator import SavingsEstimator
     from fetchtool.decoder import CaptureError
     from fetchtool.exchange import Exchange
@@ -47,15 +47,16 @@ def main(
     reading = Reading(capture, port, time_window(since, until, capture))
     ended = reading.run.ended  # closed connections: their models are parked, then released (memory)
     try:
-        for ex in reading.items():
-            if ended:
-                for conn in ended:
-                    est.connection_ended(conn)
-                ended.clear()
-            if isinstance(ex, Exchange):
-                row = est.feed(ex)
-                if row is not None and format == "jsonl":
-                    lines.append(json.dumps(row.to_json()))
+        with without_cycle_collection():  # as analyze's pass (analysis.run)
+            for ex in reading.items():
+                if ended:
+                    for conn in ended:
+                        est.connection_ended(conn)
+                    ended.clear()
+                if isinstance(ex, Exchange):
+                    row = est.feed(ex)
+                    if row is not None and format == "jsonl":
+                        lines.append(json.dumps(row.to_json()))
     except CaptureError as exc:
         fail(str(exc) or "the capture could not be read")
     for line in reading.report.warning_lines():

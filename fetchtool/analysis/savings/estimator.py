@@ -39,6 +39,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from fetchtool.exchange import FETCH, Exchange
 
@@ -441,10 +442,13 @@ class SavingsEstimator:
                              self._counted or {k: len(v) for k, v in self.address_sets.items()})
 
 
+_first_use = itemgetter(1, 0)   # (first use, address) of an (address, first use) item: the order addresses are listed in
+
+
 def _keep_first(seen: dict[str, tuple]) -> None:
     """Keeps the JSON_LIST addresses first used (the ones a report lists): the others can never come back
     among them, since an address's first use only moves earlier when parts merge, and merged parts keep theirs."""
-    first = sorted(seen.items(), key=lambda kv: (kv[1], kv[0]))[:JSON_LIST]
+    first = sorted(seen.items(), key=_first_use)[:JSON_LIST]
     seen.clear()
     seen.update(first)
 
