@@ -66,7 +66,7 @@ def _answer(version: int, session_id: int, parts: tuple[RequestPartition, ...], 
         error_code=error, session_id=session_id, partitions=() if error else rows))
 
 
-def write_hostile_capture(path: Path) -> Path:
+def write_hostile_capture(path: Path, client_id: str = CLIENT_ID, other_client_id: str = OTHER_CLIENT_ID) -> Path:
     """Two clients of one broker: the first says who it is (ApiVersions v3), learns a topic id (Metadata v12),
     creates a fetch session, uses it and loses it (FETCH_SESSION_ID_NOT_FOUND); the second asks for a session
     by topic id (Fetch v13) and is refused again and again."""
@@ -88,13 +88,13 @@ def write_hostile_capture(path: Path) -> Path:
             (FETCH, 12, _fetch(12, 0, 0, by_name), _answer(12, SESSION + 1, by_name)),
         ]
         for corr, (api, version, request, response) in enumerate(calls, start=1):
-            t = first.send("client", request_frame(api, version, corr, CLIENT_ID, request), t + 0.01)
+            t = first.send("client", request_frame(api, version, corr, client_id, request), t + 0.01)
             t = first.send("server", response_frame(api, version, corr, response), t + 0.002)
         t = first.close(t)
         second = TcpConversation(out, Endpoint("10.0.0.2", 50002), BROKER)
         t = second.handshake(t)
         for corr in range(1, 5):
-            t = second.send("client", request_frame(FETCH, 13, corr, OTHER_CLIENT_ID, _fetch(13, 0, 0, by_id)),
+            t = second.send("client", request_frame(FETCH, 13, corr, other_client_id, _fetch(13, 0, 0, by_id)),
                             t + 0.5)
             t = second.send("server", response_frame(FETCH, 13, corr, _answer(13, 0, by_id)), t + 0.002)
         second.close(t)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
+from fetchtool.printable import one_line
+
 if TYPE_CHECKING:  # annotations only: model stays importable from everywhere (no cycles)
     from fetchtool.analysis.diagnosis.occupancy import Occupancy
     from fetchtool.analysis.shown import NeverUsed
@@ -212,7 +214,7 @@ class ClientSummary:
 
     @property
     def label(self) -> str:
-        return f"{self.client_id or '?'}@{self.host}"
+        return f"{one_line(self.client_id or '?')}@{self.host}"  # a newline in a client id forges no line
 
     def to_json(self) -> dict:
         d = asdict(self)

@@ -13,6 +13,7 @@ from fetchtool.commands.options import since_option, until_option, width_option
 from fetchtool.commands.wording import count
 from fetchtool.pipeline import ENGINES
 from fetchtool.pipeline.jsonl import jsonl_line, latency_ms
+from fetchtool.printable import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -190,4 +191,4 @@ def _thousands(value):
 
 
 def _cell(value) -> str:
-    return "-" if value is None else str(value)
+    return "-" if value is None else one_line(str(value))  # a newline in a client id forges no row

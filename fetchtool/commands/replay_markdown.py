@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fetchtool.commands.wording import count
+from fetchtool.printable import one_line
 
 TOTALS = ("requests", "sessions created", "evictions", "70", "71", "other errors", "incremental", "request MB",
           "response MB")
@@ -41,7 +42,7 @@ def simulate_markdown(doc: dict) -> str:
     out += _head(["client", "broker", "behaviour", "captured", *(_config(c) for c in doc["configs"])])
     for i, client in enumerate(doc["configs"][0]["clients"] if doc["configs"] else []):
         cells = [_cell(client["captured"])] + [_cell(c["clients"][i]) for c in doc["configs"]]
-        who = f"{client['client']} ({client['client_id']})" if client["client_id"] else client["client"]
+        who = f"{client['client']} ({one_line(client['client_id'])})" if client["client_id"] else client["client"]
         out.append(_row([who, client["broker"], client["behaviour"], *cells]))
     return "\n".join(out) + "\n"
 
@@ -62,7 +63,7 @@ def replay_markdown(doc: dict) -> str:
     out += ["## Clients", ""] + _head(["client", "broker", "behaviour", "sent", "answered", "sessions",
                                        "errors (replay)", "errors (captured)"])
     for c in doc["clients"]:
-        who = f"{c['client']} ({c['client_id']})" if c["client_id"] else c["client"]
+        who = f"{c['client']} ({one_line(c['client_id'])})" if c["client_id"] else c["client"]
         out.append(_row([who, c["broker"], c["behaviour"], f"{c['requests']:,}", f"{c['responses']:,}",
                          f"{c['sessions_established']:,}", _codes(c["errors"]), _codes(c["captured"]["errors"])]))
     if doc["divergence"]:

@@ -12,6 +12,7 @@ import typer
 from fetchtool.commands.analyze import load, sessions_limit, sessions_option
 from fetchtool.commands.options import since_option, until_option, width_option
 from fetchtool.commands.wording import count
+from fetchtool.printable import one_line
 
 if TYPE_CHECKING:
     from fetchtool.analysis.shown import NeverUsed
@@ -97,11 +98,11 @@ def main(
 
 def use_lines(refusals, unused: NeverUsed) -> list[str]:
     """One line per client refused, one per client whose sessions went unused."""
-    lines = [f"client {r.client}: {count(r.count, 'session-creating fetch')} refused (session id 0) by {r.broker}, "
+    lines = [f"client {one_line(r.client)}: {count(r.count, 'session-creating fetch')} refused (session id 0) by {r.broker}, "
              f"frames {r.first_frame:,}..{r.last_frame:,}" for r in refusals]
     for owner, broker, n, first in unused.groups:
         ids = ", ".join(str(i) for i in first) + (", ..." if n > len(first) else "")
-        lines.append(f"client {owner}: {count(n, 'session')} created on {broker} but never used "
+        lines.append(f"client {one_line(owner)}: {count(n, 'session')} created on {broker} but never used "
                      f"incrementally ({ids})")
     return lines
 
@@ -118,7 +119,7 @@ def markdown(sessions, refusals, unused) -> str:
         out += ["No fetch sessions in the capture.", ""]
     for s in sessions:
         out += [f"## Session {s.session_id} on {s.broker}", "",
-                f"Client {s.owner}; created {created_text(s)}; {end_text(s)}.", "",
+                f"Client {one_line(s.owner)}; created {created_text(s)}; {end_text(s)}.", "",
                 "| time (UTC) | frames | conn | kind | epoch | partitions | result |",
                 "|---|---|---|---|---|---|---|"]
         out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows(s)]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, cast
 
 from fetchtool.exchange import FETCH, Exchange, ForgottenPartition, RequestPartition, ResponsePartition
+from fetchtool.printable import one_line
 from fetchtool.protocol.connection import OrphanResponse
 from fetchtool.sessions.partitions import (ZERO_UUID, PartitionData, PartitionResult, ReadResults, TopicIdPartition,
                                            TopicPartition)
@@ -145,7 +146,7 @@ class ClientStream:
 
     @property
     def label(self) -> str:
-        return f"{self.client} ({self.client_id})" if self.client_id else self.client
+        return f"{self.client} ({one_line(self.client_id)})" if self.client_id else self.client
 
     @property
     def host(self) -> str:

@@ -9,6 +9,7 @@ from rich.console import Console
 from fetchtool.analysis.reports.fit import Cell, Col, Fit
 
 from fetchtool.commands.wording import count
+from fetchtool.printable import one_line
 from fetchtool.replay.plan import ReplayPlan
 from fetchtool.replay.simulate import SimResult
 from fetchtool.replay.tally import CapturedCounts, Tally
@@ -202,7 +203,7 @@ def print_replay(console: Console, run, captured: CapturedCounts) -> None:
     console.print(Fit("Totals: the capture and the replay", cols, rows))
     cols = tuple(Col(c) for c in ("client", "broker", "behaviour", "sent", "answered", "sessions", "errors (replay)",
                                   "errors (captured)", "rtt p50/p99 ms"))  # fmt: skip
-    rows = [(f"{c['client']} ({c['client_id']})" if c["client_id"] else c["client"], c["broker"], c["behaviour"],
+    rows = [(f"{c['client']} ({one_line(c['client_id'])})" if c["client_id"] else c["client"], c["broker"], c["behaviour"],
              f"{c['requests']:,}", f"{c['responses']:,}", f"{c['sessions_established']:,}", _codes(c["errors"]),
              _codes(c["captured"]["errors"]), f"{_ms(c['rtt_ms']['p50'])}/{_ms(c['rtt_ms']['p99'])}")
             for c in doc["clients"][:30]]
@@ -242,6 +243,6 @@ def plan_summary_lines(plan: ReplayPlan, speed: float | None) -> list[str]:
     if s["skipped"]:
         lines.append("not replayed: " + ", ".join(f"{k} {v}" for k, v in s["skipped"].items()))
     for st in s["per_stream"]:
-        lines.append(f"  {st['client']} ({st['client_id']}) -> {st['broker']}: {count(st['requests'], 'fetch')}, "
+        lines.append(f"  {st['client']} ({one_line(st['client_id'])}) -> {st['broker']}: {count(st['requests'], 'fetch')}, "
                      f"{count(st['partitions'], 'partition')}, {st['behaviour']}{', follower' if st['follower'] else ''}")
     return lines

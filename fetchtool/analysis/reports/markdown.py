@@ -7,11 +7,12 @@ from fetchtool.analysis.shown import some
 from fetchtool.analysis.model import ERROR, INFO, WARNING, Analysis
 from fetchtool.analysis.reports.terminal import MAX_SESSION_ROWS, created_text, end_text, filter_text, span_text
 from fetchtool.analysis.reports.units import count
+from fetchtool.printable import one_line
 from fetchtool.protocol.report import warning_lines
 
 
 def _cell(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return one_line(str(text)).replace("|", "\\|")
 
 
 def _heading(title: str, rows) -> str:
@@ -50,16 +51,16 @@ def render(a: Analysis) -> str:
         cause = f" (cause: {f.cause})" if f.cause else ""
         out.append(f"### {f.severity.upper()} {f.code}{cause}")
         out.append("")
-        out.append(f.message)
+        out.append(one_line(f.message))
         out.append("")
         where = [f"file {f.file}" if f.file else None, _frames(f),
-                 f"client {f.client_id or '?'}@{f.client}" if f.client else None,
+                 f"client {one_line(f.client_id or '?')}@{f.client}" if f.client else None,
                  f"broker {f.broker}" if f.broker else None,
                  (f"session {f.session_id}" + (f" epoch {f.epoch}" if f.epoch is not None else ""))
                  if f.session_id else None,
                  f"{f.count:,} occurrences, frames {', '.join(map(str, f.frames))}" if f.count > 1 else None]
         out.append("- Where: " + ("; ".join(w for w in where if w) or "the whole capture"))
-        out.append(f"- Advice: {f.advice}")
+        out.append(f"- Advice: {one_line(f.advice)}")
         out.append("")
     out += [_heading("Brokers", a.brokers), ""]
     if not a.brokers:
@@ -91,7 +92,7 @@ def render(a: Analysis) -> str:
                 "|---|---|---|---|---|---|---|"]
     for s in a.sessions[:MAX_SESSION_ROWS]:
         out.append("| " + " | ".join(_cell(x) for x in (
-            s.session_id, s.broker, s.owner, created_text(s),
+            s.session_id, s.broker, one_line(s.owner), created_text(s),
             f"{s.first_partitions}->{s.partitions}", f"{s.incremental_requests:,}", end_text(s))) + " |")  # fmt: skip
     if a.sessions_more:
         out.append(f"\n{total - min(len(a.sessions), MAX_SESSION_ROWS):,} more sessions: see "

@@ -13,6 +13,7 @@ from rich.text import Text
 from fetchtool.analysis.reports.fit import Col, Fit
 from fetchtool.analysis.shown import ADDRESSES_SHOWN
 from fetchtool.analysis.reports.units import count, human, more_or_less
+from fetchtool.printable import one_line
 
 BAR = 40
 BAR_MIN = 10  # narrowest bar that still shows a difference
@@ -29,7 +30,7 @@ def pct(x: float | None) -> str:
 
 def _label(c: dict) -> str:
     """As analyze's Clients table names a client: client id@host (its connections are listed apart)."""
-    return f"{c.get('client_id') or '?'}@{c.get('host') or c['client']}"
+    return f"{one_line(c.get('client_id') or '?')}@{c.get('host') or c['client']}"
 
 
 def _connections(c: dict) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from fetchtool.analysis.reports import savings_panel, traffic_tables
 from fetchtool.analysis.reports.fit import Col, Fit
 from fetchtool.analysis.reports.timefmt import when
 from fetchtool.analysis.reports.units import count
+from fetchtool.printable import one_line
 from fetchtool.protocol.report import warning_lines
 from fetchtool.analysis.shown import some
 from fetchtool.analysis.model import ERROR, INFO, WARNING, Analysis, SessionLife
@@ -86,7 +87,7 @@ SESSION_COLS = (Col("session", right=True), Col("broker"), Col("client"), Col("c
 
 
 def sessions_table(a: Analysis) -> Fit:
-    rows = [(str(s.session_id), s.broker, s.owner, created_text(s),
+    rows = [(str(s.session_id), s.broker, one_line(s.owner), created_text(s),
              f"{s.first_partitions}->{s.partitions} (max {s.max_partitions})", f"{s.incremental_requests:,}",
              "-" if s.last_epoch is None else str(s.last_epoch), f"{s.errors:,}", end_text(s))
             for s in a.sessions[:MAX_SESSION_ROWS]]  # fmt: skip
@@ -134,7 +135,8 @@ def findings_view(a: Analysis):
                 head.append(f"  x{f.count:,}")
             # indented as a block, so a wrapped line stays under its finding
             parts += [head, *(Padding(t, (0, 0, 0, 2), expand=False) for t in (
-                Text(where_text(f), style="dim"), Text(f.message), Text("advice: " + f.advice, style="green"))),
+                Text(where_text(f), style="dim"), Text(one_line(f.message)),
+                Text("advice: " + one_line(f.advice), style="green"))),
                 Text("")]
     return Group(*parts)
 
@@ -142,7 +144,7 @@ def findings_view(a: Analysis):
 def where_text(f) -> str:
     where = []
     if f.client:
-        where.append(f"client {f.client_id or '?'}@{f.client}")
+        where.append(f"client {one_line(f.client_id or '?')}@{f.client}")
     if f.broker:
         where.append(f"broker {f.broker}")
     if f.session_id:

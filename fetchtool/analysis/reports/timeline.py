@@ -14,13 +14,14 @@ from fetchtool.analysis.model import Analysis, SessionLife
 from fetchtool.analysis.reports.fit import Steps
 from fetchtool.analysis.reports.terminal import created_text, end_text, when
 from fetchtool.sessions.errors import error_name
+from fetchtool.printable import one_line
 
 KIND = {"full_create": "full, new", "incremental": "incr."}
 NOTE = "partitions: sent in the request (+added, -forgotten), and -> returned in the response"
 
 
 def heading(s: SessionLife) -> str:
-    return f"session {s.session_id} on {s.broker}, client {s.owner}, created {created_text(s)}, {end_text(s)}"
+    return f"session {s.session_id} on {s.broker}, client {one_line(s.owner)}, created {created_text(s)}, {end_text(s)}"
 
 
 def rows(s: SessionLife) -> list[tuple[str, ...]]:

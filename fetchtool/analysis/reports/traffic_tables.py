@@ -8,6 +8,7 @@ from __future__ import annotations
 from fetchtool.analysis.model import Analysis, TrafficSummary
 from fetchtool.analysis.reports.fit import Col, Fit
 from fetchtool.analysis.tracking.latency import RELATIVE_ERROR
+from fetchtool.printable import one_line
 
 MAX_ERROR_ROWS = 30
 TRAFFIC_HEAD = ("who", "fetch/s", "p50/p99 ms", "empty", "MaxWait")
@@ -51,7 +52,7 @@ def error_groups(a: Analysis) -> list[tuple[str, list[tuple[str, ...]]]]:
     """("client -> broker", rows) in order of first error, the first MAX_ERROR_ROWS rows in all."""
     groups: dict[str, list[tuple[str, ...]]] = {}
     for r in a.partition_errors[:MAX_ERROR_ROWS]:
-        rows = groups.setdefault(f"{r.client_id or '?'}@{r.host} -> {r.broker}", [])
+        rows = groups.setdefault(f"{one_line(r.client_id or '?')}@{r.host} -> {r.broker}", [])
         rows.append((r.partition_name, f"{r.error} ({r.error_code})", f"{r.count:,}", "yes" if r.recovered else "NO"))
     return list(groups.items())
 
