@@ -77,19 +77,20 @@ def spark_session(master: str | None = None, verbose: bool = False):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this interpreter's fetchtool
     from pyspark import SparkConf
 
-    # The driver's JVM only moves Arrow batches, caches and sorts them (the work is the Python workers'), and on a
-    # local master it is the executor too: C1 alone compiles what it runs for half the CPU tiered compilation
-    # spends (bench_spark.py: a local[2] JVM's CPU 19 -> 10 s on a 0.5 MB capture, 25 -> 14 s on 1.1 GB), and the
-    # serial collector keeps GC threads off the cores the workers need. PYSPARK_SUBMIT_ARGS'
-    # --conf spark.driver.extraJavaOptions=... replaces these. A cluster's executors keep their own JIT and
-    # collector: their heaps and cores are the cluster owner's to tune, and a setting made here would override it.
+    # The JVMs only move Arrow batches, cache, shuffle and sort them (the work is the Python workers'), and on a
+    # local master the driver's is the executor too: C1 alone compiles what they run for half the CPU tiered
+    # compilation spends (bench_spark.py: a local[2] JVM's CPU 19 -> 10 s on a 0.5 MB capture, 25 -> 14 s on
+    # 1.1 GB), and the serial collector keeps GC threads off the cores the workers need. A standalone
+    # executor is a JVM of its own that starts cold for each command: it gets the same flags (JIT_OPTIONS),
+    # unless the user's executor options choose their own -XX: flags. PYSPARK_SUBMIT_ARGS'
+    # --conf spark.driver.extraJavaOptions=... replaces the driver's.
     log_opts = f"-Dlog4j2.configurationFile=file:{_log_config(verbose)}"
     conf = (SparkConf().setAppName("fetchtool").setMaster(master or "local[*]")
             .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
-            .set("spark.driver.extraJavaOptions", f"{log_opts} -XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-            .set("spark.executor.extraJavaOptions", log_opts)
+            .set("spark.driver.extraJavaOptions", f"{log_opts} {JIT_OPTIONS}")
+            .set("spark.executor.extraJavaOptions", f"{log_opts} {JIT_OPTIONS}")
             .set("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-            # stage 1's items are cached once and read once: compressing them would only cost CPU
+            # stage 1's items are cached once: compressing them would only cost CPU
             .set("spark.sql.inMemoryColumnarStorage.compressed", "false"))
     if (master or "local").startswith("local"):
         conf = (conf.set("spark.driver.bindAddress", "127.0.0.1").set("spark.driver.host", "127.0.0.1")
@@ -116,13 +117,17 @@ def spark_session(master: str | None = None, verbose: bool = False):
     return spark
 
 
-def _keep_executor_options(conf, jvm, ours: str) -> None:
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def _keep_executor_options(conf, jvm, log_opts: str) -> None:
     """Executor JVM options the user gave (PYSPARK_SUBMIT_ARGS' --conf, spark-defaults.conf: spark-submit made
     them the driver JVM's system properties) are kept, with fetchtool's log configuration after them: setting
-    the key alone would replace them."""
+    the key alone would replace them. fetchtool's JIT_OPTIONS follow unless the user's choose -XX: flags."""
     given = jvm.java.lang.System.getProperty("spark.executor.extraJavaOptions")
-    if given and ours not in given:
-        conf.set("spark.executor.extraJavaOptions", f"{given} {ours}")
+    if given and log_opts not in given:
+        conf.set("spark.executor.extraJavaOptions",
+                 f"{given} {log_opts}" if "-XX:" in given else f"{given} {log_opts} {JIT_OPTIONS}")
 
 
 def stage_lines(verbose: bool = False):
@@ -335,22 +340,26 @@ def _by_first(d: dict, places) -> dict:
 
 def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: int | None = None,
                   cache_shards: int | None = None, client: str | None = None, broker: str | None = None,
-                  spark=None, timings: dict | None = None, window=None, progress=None, verbose: bool = False):
+                  spark=None, timings: dict | None = None, window=None, progress=None, verbose: bool = False,
+                  split_savings: bool | None = None):
     """Decode and analyse captures on Spark -> fetchtool.analysis.model.Analysis (as analyze_capture, with the
     same --client / --broker filtering). ``window``: keep the items whose time it keeps (--since / --until, a
     fetchtool.commands.window.TimeWindow), as the embedded engine does. ``progress``: called with one line per
-    stage done.
+    stage done. ``split_savings``: estimate the savings in a stage of their own (True) or in the per-broker pass
+    (False); by default whichever `savings_apart` expects to be done sooner.
 
     `timings`, when given, gets wall seconds per stage (for benchmarks/bench_spark.py)."""
     spark = spark or spark_session(master, verbose=verbose)  # first: without PySpark, the one-line SparkUnavailable
     d = _Decoded(spark, paths, ports, timings, window, progress)
     try:
-        return _analyze(spark, d, cache_slots, cache_shards, client, broker, timings, window, progress)
+        return _analyze(spark, d, cache_slots, cache_shards, client, broker, timings, window, progress,
+                        split_savings)
     finally:
         d.release()
 
 
-def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timings, window, progress):
+def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timings, window, progress,
+             split_savings: bool | None = None):
     import time
 
     from pyspark.sql import functions as F
@@ -365,11 +374,74 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
     sc = spark.sparkContext
     conn_ids, names = sc.broadcast(d.conn_ids), sc.broadcast(d.names)
     savings_of = savings_filter(client, broker)
-    # The savings first, per broker and client (most of the analysis' work, and it splits: its state is per
-    # client stream), on every core; then the per-broker pass, whose findings read the savings' per-pair sums.
-    groups: Counter = Counter()
+    groups: Counter = Counter()  # exchanges per (broker, client)
+    counts: Counter = Counter()  # items per broker
     for f in d.facts:
         groups.update(f.groups)
+        counts.update(f.brokers)
+    apart = split_savings if split_savings is not None else savings_apart(counts, groups, d.cores)
+    savings = per_pair = None
+    if apart:
+        savings = _savings_apart(spark, d, groups, conn_ids, names, savings_of, progress)
+        per_pair = merged_savings(savings).per_pair
+    t1 = time.perf_counter()
+
+    def stage(batches):
+        return st.analysis_stage(conn_ids.value, names.value, last_ts, cache_slots, cache_shards, savings_of,
+                                 per_pair)(batches)
+
+    # One partition per broker (as many as there are cores, at most): a broker is one ordered pass.
+    n = max(1, min(len(counts), 4 * d.cores))
+    keyed = d.items.withColumn("slot", _lookup(F.col("broker"), st.broker_slots(counts, n)))
+    rows = map_in_arrow(keyed.repartition(n, "slot").sortWithinPartitions("broker", *st.SORT_KEY).drop("slot"),
+                        stage, st.PART_SCHEMA).collect()
+    parts = [pickle.loads(r["part"]) for r in rows]
+    t2 = time.perf_counter()
+    if progress:
+        progress(f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''}"
+                 f"{'' if apart else ', savings included'} in {t2 - t1:.1f} s (CPU s: "
+                 f"{' '.join(f'{p.cpu_s:.1f}' for p in parts)})")
+    analysis = filtered(merge(parts, d.report, cache_slots, cache_shards, savings), client, broker)
+    conn_ids.unpersist()
+    names.unpersist()
+    if timings is not None:
+        timings["per_broker_analysis_s"] = t2 - t
+        timings["driver_merge_s"] = time.perf_counter() - t2
+    return analysis
+
+
+# What a Python worker spends per item in the last stages (bench_spark.py's 1.1 GB: 7,000 exchanges of ~140
+# partition entries each): reading it back (Arrow row -> Exchange, with its run-wide connection id and topic
+# names) 0.22 ms, its savings estimate 0.36 ms, the per-broker pass (tracker, findings, traffic) 0.10 ms.
+READ_MS, SAVINGS_MS, BROKER_MS = 0.22, 0.36, 0.10
+
+
+def savings_apart(brokers: Counter, groups: Counter, cores: int) -> bool:
+    """Whether the savings are better estimated in a stage of their own, per broker and client on every core,
+    than inside the per-broker pass: apart, every item is read twice and shuffled twice, but few brokers (one
+    ordered pass each) no longer leave cores idle. Chosen by the longest core's modelled time (the biggest tasks
+    first, each to the least loaded core, as the tasks' partitions are laid out)."""
+    together = _longest(brokers.values(), cores) * (READ_MS + SAVINGS_MS + BROKER_MS)
+    apart = (_longest(groups.values(), cores) * (READ_MS + SAVINGS_MS)
+             + _longest(brokers.values(), cores) * (READ_MS + BROKER_MS))
+    return apart < together
+
+
+def _longest(sizes, cores: int) -> int:
+    load = [0] * max(1, cores)
+    for n in sorted(sizes, reverse=True):
+        load[load.index(min(load))] += n
+    return max(load)
+
+
+def _savings_apart(spark, d: _Decoded, groups: Counter, conn_ids, names, savings_of, progress) -> list:
+    """The savings estimated per broker and client on every core (its state is per client stream): the
+    estimators in order of first sight, as one pass fills its dicts."""
+    import time
+
+    from pyspark.sql import functions as F
+
+    t = time.perf_counter()
     n = max(1, min(len(groups), 4 * d.cores))
     exchanges = d.items.filter(F.col("client").isNotNull())
     if len(groups) <= 64:
@@ -384,39 +456,11 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
 
     rows = map_in_arrow(spread.sortWithinPartitions("broker", "client", *st.SORT_KEY), savings_stage,
                         st.SAVINGS_SCHEMA).collect()
-    estimates = sorted(((pickle.loads(r["key"]), pickle.loads(r["part"])) for r in rows),
-                       key=lambda ke: ke[0])  # merged in order of first sight, as one pass fills its dicts
-    savings = [e for _k, e in estimates]
-    per_pair = merged_savings(savings).per_pair
-    t1 = time.perf_counter()
+    estimates = sorted(((pickle.loads(r["key"]), pickle.loads(r["part"])) for r in rows), key=lambda ke: ke[0])
     if progress:
         progress(f"estimated the savings of {len(groups):,} client-broker pair{'s' if len(groups) != 1 else ''} "
-                 f"in {t1 - t:.1f} s ({n} tasks, CPU s: {sum(r['cpu_s'] for r in rows):.1f})")
-
-    def stage(batches):
-        return st.analysis_stage(conn_ids.value, names.value, last_ts, cache_slots, cache_shards, savings_of,
-                                 per_pair)(batches)
-
-    # One partition per broker (as many as there are cores, at most): a broker is one ordered pass.
-    counts: Counter = Counter()
-    for f in d.facts:
-        counts.update(f.brokers)
-    n = max(1, min(len(counts), 4 * d.cores))
-    keyed = d.items.withColumn("slot", _lookup(F.col("broker"), st.broker_slots(counts, n)))
-    rows = map_in_arrow(keyed.repartition(n, "slot").sortWithinPartitions("broker", *st.SORT_KEY).drop("slot"),
-                        stage, st.PART_SCHEMA).collect()
-    parts = [pickle.loads(r["part"]) for r in rows]
-    t2 = time.perf_counter()
-    if progress:
-        progress(f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''} in {t2 - t1:.1f} s (CPU s: "
-                 f"{' '.join(f'{p.cpu_s:.1f}' for p in parts)})")
-    analysis = filtered(merge(parts, d.report, cache_slots, cache_shards, savings), client, broker)
-    conn_ids.unpersist()
-    names.unpersist()
-    if timings is not None:
-        timings["per_broker_analysis_s"] = t2 - t
-        timings["driver_merge_s"] = time.perf_counter() - t2
-    return analysis
+                 f"in {time.perf_counter() - t:.1f} s ({n} tasks, CPU s: {sum(r['cpu_s'] for r in rows):.1f})")
+    return [e for _k, e in estimates]
 
 
 def _lookup(column, slots: dict):
