@@ -1,16 +1,18 @@
 """The Spark engine's executor-side stages: plain Python functions over Arrow batches (no pyspark import here).
 
 Stage 0 (per file): count packets, so every file gets its frame offset in its rotated set, and the set's end.
-Stage 1 (per set and flow bucket): one task reads the set's files in order and keeps the TCP segments of its
-         bucket's flows (a flow's bucket is a stable hash of its endpoints), feeding them straight to the same
-         sans-IO cores the embedded engine runs: TcpReassembler -> decode_events. Segments and their payloads
-         never leave the task that read them: a set is read once per bucket (reading is the cheap part), and no
-         payload byte crosses a shuffle. Out come Arrow rows: one per Exchange / OrphanResponse (its sort key
+Stage 1 (per set and flow bucket): one task reads the set's files in order and makes TCP segments of its
+         bucket's flows only (a flow's bucket is a stable hash of its addresses and ports, taken from the raw
+         headers: iter_segments' keep_flow), feeding them straight to the same sans-IO cores the embedded engine
+         runs: TcpReassembler -> decode_events. Segments and their payloads never leave the task that read them:
+         a set's headers are walked once per bucket (the cheap part), and no payload byte crosses a shuffle. Out come Arrow rows: one per Exchange / OrphanResponse (its sort key
          and broker as columns, the item serialised once), plus one row of facts the driver needs to make
          run-wide numbering agree with one sequential decode: where each connection's first event is
          (connection ids), which Metadata named which topic ids when (topic names), counters, file statistics.
 Stage 2 (per broker): the broker's items in request order (sorted by Spark on the key columns) -> the item's
-         run-wide connection id and topic names -> SessionTracker + FindingsEngine + SavingsEstimator.
+         run-wide connection id and topic names -> SessionTracker + FindingsEngine + SavingsEstimator (or, when
+         the brokers are too few to fill the cores, the savings in a stage of their own before it, per broker
+         and client: savings_stage; spark.savings_apart chooses).
          Sessions are broker-scoped (Kafka's cache lives in one broker), so a broker is the natural group;
          clients, savings and findings are merged on the driver (fetchtool.pipeline.spark_merge).
 
