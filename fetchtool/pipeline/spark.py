@@ -342,26 +342,22 @@ def _by_first(d: dict, places) -> dict:
 
 def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: int | None = None,
                   cache_shards: int | None = None, client: str | None = None, broker: str | None = None,
-                  spark=None, timings: dict | None = None, window=None, progress=None, verbose: bool = False,
-                  split_savings: bool | None = None):
+                  spark=None, timings: dict | None = None, window=None, progress=None, verbose: bool = False):
     """Decode and analyse captures on Spark -> fetchtool.analysis.model.Analysis (as analyze_capture, with the
     same --client / --broker filtering). ``window``: keep the items whose time it keeps (--since / --until, a
     fetchtool.commands.window.TimeWindow), as the embedded engine does. ``progress``: called with one line per
-    stage done. ``split_savings``: estimate the savings in a stage of their own (True) or in the per-broker pass
-    (False); by default whichever `savings_apart` expects to be done sooner.
+    stage done.
 
     `timings`, when given, gets wall seconds per stage (for benchmarks/bench_spark.py)."""
     spark = spark or spark_session(master, verbose=verbose)  # first: without PySpark, the one-line SparkUnavailable
     d = _Decoded(spark, paths, ports, timings, window, progress)
     try:
-        return _analyze(spark, d, cache_slots, cache_shards, client, broker, timings, window, progress,
-                        split_savings)
+        return _analyze(spark, d, cache_slots, cache_shards, client, broker, timings, window, progress)
     finally:
         d.release()
 
 
-def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timings, window, progress,
-             split_savings: bool | None = None):
+def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timings, window, progress):
     import time
 
     from pyspark.sql import functions as F
@@ -376,74 +372,11 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
     sc = spark.sparkContext
     conn_ids, names = sc.broadcast(d.conn_ids), sc.broadcast(d.names)
     savings_of = savings_filter(client, broker)
-    groups: Counter = Counter()  # exchanges per (broker, client)
-    counts: Counter = Counter()  # items per broker
+    # The savings first, per broker and client (most of the analysis' work, and it splits: its state is per
+    # client stream), on every core; then the per-broker pass, whose findings read the savings' per-pair sums.
+    groups: Counter = Counter()
     for f in d.facts:
         groups.update(f.groups)
-        counts.update(f.brokers)
-    apart = split_savings if split_savings is not None else savings_apart(counts, groups, d.cores)
-    savings = per_pair = None
-    if apart:
-        savings = _savings_apart(spark, d, groups, conn_ids, names, savings_of, progress)
-        per_pair = merged_savings(savings).per_pair
-    t1 = time.perf_counter()
-
-    def stage(batches):
-        return st.analysis_stage(conn_ids.value, names.value, last_ts, cache_slots, cache_shards, savings_of,
-                                 per_pair)(batches)
-
-    # One partition per broker (as many as there are cores, at most): a broker is one ordered pass.
-    n = max(1, min(len(counts), 4 * d.cores))
-    keyed = d.items.withColumn("slot", _lookup(F.col("broker"), st.broker_slots(counts, n)))
-    rows = map_in_arrow(keyed.repartition(n, "slot").sortWithinPartitions("broker", *st.SORT_KEY).drop("slot"),
-                        stage, st.PART_SCHEMA).collect()
-    parts = [pickle.loads(r["part"]) for r in rows]
-    t2 = time.perf_counter()
-    if progress:
-        progress(f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''}"
-                 f"{'' if apart else ', savings included'} in {t2 - t1:.1f} s (CPU s: "
-                 f"{' '.join(f'{p.cpu_s:.1f}' for p in parts)})")
-    analysis = filtered(merge(parts, d.report, cache_slots, cache_shards, savings), client, broker)
-    conn_ids.unpersist()
-    names.unpersist()
-    if timings is not None:
-        timings["per_broker_analysis_s"] = t2 - t
-        timings["driver_merge_s"] = time.perf_counter() - t2
-    return analysis
-
-
-# What a Python worker spends per item in the last stages (bench_spark.py's 1.1 GB: 7,000 exchanges of ~140
-# partition entries each): reading it back (Arrow row -> Exchange, with its run-wide connection id and topic
-# names) 0.22 ms, its savings estimate 0.36 ms, the per-broker pass (tracker, findings, traffic) 0.10 ms.
-READ_MS, SAVINGS_MS, BROKER_MS = 0.22, 0.36, 0.10
-
-
-def savings_apart(brokers: Counter, groups: Counter, cores: int) -> bool:
-    """Whether the savings are better estimated in a stage of their own, per broker and client on every core,
-    than inside the per-broker pass: apart, every item is read twice and shuffled twice, but few brokers (one
-    ordered pass each) no longer leave cores idle. Chosen by the longest core's modelled time (the biggest tasks
-    first, each to the least loaded core, as the tasks' partitions are laid out)."""
-    together = _longest(brokers.values(), cores) * (READ_MS + SAVINGS_MS + BROKER_MS)
-    apart = (_longest(groups.values(), cores) * (READ_MS + SAVINGS_MS)
-             + _longest(brokers.values(), cores) * (READ_MS + BROKER_MS))
-    return apart < together
-
-
-def _longest(sizes, cores: int) -> int:
-    load = [0] * max(1, cores)
-    for n in sorted(sizes, reverse=True):
-        load[load.index(min(load))] += n
-    return max(load)
-
-
-def _savings_apart(spark, d: _Decoded, groups: Counter, conn_ids, names, savings_of, progress) -> list:
-    """The savings estimated per broker and client on every core (its state is per client stream): the
-    estimators in order of first sight, as one pass fills its dicts."""
-    import time
-
-    from pyspark.sql import functions as F
-
-    t = time.perf_counter()
     n = max(1, min(len(groups), 4 * d.cores))
     exchanges = d.items.filter(F.col("client").isNotNull())
     if len(groups) <= 64:
@@ -458,11 +391,39 @@ def _savings_apart(spark, d: _Decoded, groups: Counter, conn_ids, names, savings
 
     rows = map_in_arrow(spread.sortWithinPartitions("broker", "client", *st.SORT_KEY), savings_stage,
                         st.SAVINGS_SCHEMA).collect()
-    estimates = sorted(((pickle.loads(r["key"]), pickle.loads(r["part"])) for r in rows), key=lambda ke: ke[0])
+    estimates = sorted(((pickle.loads(r["key"]), pickle.loads(r["part"])) for r in rows),
+                       key=lambda ke: ke[0])  # merged in order of first sight, as one pass fills its dicts
+    savings = [e for _k, e in estimates]
+    per_pair = merged_savings(savings).per_pair
+    t1 = time.perf_counter()
     if progress:
         progress(f"estimated the savings of {len(groups):,} client-broker pair{'s' if len(groups) != 1 else ''} "
-                 f"in {time.perf_counter() - t:.1f} s ({n} tasks, CPU s: {sum(r['cpu_s'] for r in rows):.1f})")
-    return [e for _k, e in estimates]
+                 f"in {t1 - t:.1f} s ({n} tasks, CPU s: {sum(r['cpu_s'] for r in rows):.1f})")
+
+    def stage(batches):
+        return st.analysis_stage(conn_ids.value, names.value, last_ts, cache_slots, cache_shards, savings_of,
+                                 per_pair)(batches)
+
+    # One partition per broker (as many as there are cores, at most): a broker is one ordered pass.
+    counts: Counter = Counter()
+    for f in d.facts:
+        counts.update(f.brokers)
+    n = max(1, min(len(counts), 4 * d.cores))
+    keyed = d.items.withColumn("slot", _lookup(F.col("broker"), st.broker_slots(counts, n)))
+    rows = map_in_arrow(keyed.repartition(n, "slot").sortWithinPartitions("broker", *st.SORT_KEY).drop("slot"),
+                        stage, st.PART_SCHEMA).collect()
+    parts = [pickle.loads(r["part"]) for r in rows]
+    t2 = time.perf_counter()
+    if progress:
+        progress(f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''} in {t2 - t1:.1f} s (CPU s: "
+                 f"{' '.join(f'{p.cpu_s:.1f}' for p in parts)})")
+    analysis = filtered(merge(parts, d.report, cache_slots, cache_shards, savings), client, broker)
+    conn_ids.unpersist()
+    names.unpersist()
+    if timings is not None:
+        timings["per_broker_analysis_s"] = t2 - t
+        timings["driver_merge_s"] = time.perf_counter() - t2
+    return analysis
 
 
 def _lookup(column, slots: dict):

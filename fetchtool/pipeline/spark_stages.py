@@ -10,9 +10,7 @@ Stage 1 (per set and flow bucket): one task reads the set's files in order and m
          run-wide numbering agree with one sequential decode: where each connection's first event is
          (connection ids), which Metadata named which topic ids when (topic names), counters, file statistics.
 Stage 2 (per broker): the broker's items in request order (sorted by Spark on the key columns) -> the item's
-         run-wide connection id and topic names -> SessionTracker + FindingsEngine + SavingsEstimator (or, when
-         the brokers are too few to fill the cores, the savings in a stage of their own before it, per broker
-         and client: savings_stage; spark.savings_apart chooses).
+         run-wide connection id and topic names -> SessionTracker + FindingsEngine + SavingsEstimator.
          Sessions are broker-scoped (Kafka's cache lives in one broker), so a broker is the natural group;
          clients, savings and findings are merged on the driver (fetchtool.pipeline.spark_merge).
 

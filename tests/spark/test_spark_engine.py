@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 import struct
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from fetchtool.analysis.reports.json_report import render
 from fetchtool.analysis.run import analyze_capture
 from fetchtool.capture.reader import CaptureError
 from fetchtool.cli import app
-from fetchtool.pipeline.spark import analyze_spark, savings_apart
+from fetchtool.pipeline.spark import analyze_spark
 
 from capture_files import split_pcap
 
@@ -79,31 +78,6 @@ def test_files_of_different_captures_stay_apart(spark, tmp_path):
     assert render(analyze_spark([a, b], spark=spark)) == render(analyze_capture([a, b]))
 
 
-@pytest.mark.parametrize("split_savings", [True, False], ids=["savings-apart", "savings-in-the-broker-pass"])
-def test_both_plans_for_the_savings_give_the_embedded_report(spark, split_savings):
-    capture = CAPTURES / "kafka" / "cluster-followers.pcap"  # 4 real brokers, 14 client-broker pairs
-    expected = render(analyze_capture([capture]))
-    assert render(analyze_spark([capture], spark=spark, split_savings=split_savings)) == expected
-    filtered = report(analyze_capture([capture], client="broker-2-fetcher-0"))
-    assert report(analyze_spark([capture], spark=spark, client="broker-2-fetcher-0",
-                                split_savings=split_savings)) == filtered
-
-
-def test_the_savings_get_a_stage_of_their_own_only_when_brokers_would_leave_cores_idle():
-    one_broker = Counter({"b1": 7000})
-    its_clients = Counter({("b1", f"c{i}"): 700 for i in range(10)})
-    assert savings_apart(one_broker, its_clients, cores=8)  # one ordered pass would use 1 core of 8
-    assert not savings_apart(one_broker, its_clients, cores=1)  # one core: reading every item twice only costs
-    eight = Counter({f"b{i}": 900 for i in range(8)})
-    their_clients = Counter({(f"b{i}", f"c{j}"): 90 for i in range(8) for j in range(10)})
-    assert not savings_apart(eight, their_clients, cores=2)  # the brokers fill the cores
-    # bench_spark.py's 1.1 GB: 3 brokers of 20 pairs on 2 cores; the broker pass makes the longest core 0.64 of
-    # the items, against 0.5 for the savings and 0.64 again for the broker pass apart
-    three = Counter({"b1": 2440, "b2": 2390, "b3": 2160})
-    pairs = Counter({(b, f"c{j}"): n // 7 for b, n in three.items() for j in range(7)})
-    assert not savings_apart(three, pairs, cores=2)
-
-
 def test_a_client_filter_gives_both_engines_the_same_report(spark):
     capture = CAPTURES / "scenarios" / "eviction-thrash.pcap"
     expected = report(analyze_capture([capture], client="svc-a"))
@@ -140,9 +114,8 @@ def test_cli_analyze_with_the_spark_engine(spark):
                                   "--master", "local[2]", "--verbose"])
     assert verbose.stdout == polars_out.stdout
     stages = [line.split(" in ")[0] for line in verbose.stderr.splitlines() if line.startswith("spark: ")]
-    # one broker and client: the savings are estimated in the broker's pass (spark.savings_apart)
     assert stages == ["spark: read 1 file (1 capture)", "spark: decoded 2 TCP flows, 5 exchanges",
-                      "spark: analysed 1 broker, savings included"]
+                      "spark: estimated the savings of 1 client-broker pair", "spark: analysed 1 broker"]
 
 
 def test_asking_for_spark_without_pyspark_is_a_one_line_error():
