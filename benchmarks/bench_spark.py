@@ -14,6 +14,8 @@ Figures:
   driver RSS            the Python driver's own peak (VmHWM at exit)
   start-up              the same command on a 0.5 MB capture: the JVM, the session and the first jobs
   MB/s per core         capture size / (wall - start-up) / cores; the embedded engine counts as one core
+  stages                with --stages, the engine's own line per stage (--verbose): wall and CPU seconds of its
+                        tasks, where a cluster's per-task overhead shows beside the start-up counted apart
 Targets (issue #20): Spark local[2] per core >= 50% of the embedded engine's; local[2] <= 0.6x local[1];
 the standalone cluster (a master and two one-core workers on 127.0.0.1) within 20% of local[2]; the driver's
 peak RSS flat from 10 to 40 files. Every report is compared with the embedded engine's (byte for byte).
@@ -167,11 +169,14 @@ def run(args: list[str], env: dict, cwd: Path) -> dict:
     cpu["py"] = max(cpu["py"], float(user) + float(system))
     return {"wall": float(wall), "rss": int(rss) / 1024, "cpu": cpu["py"] + cpu["jvm"], "py": cpu["py"],
             "jvm": cpu["jvm"], "driver": hwm[-1] / 1024 if hwm else float("nan"),
-            "digest": hashlib.sha256(stdout).hexdigest()[:12]}
+            "digest": hashlib.sha256(stdout).hexdigest()[:12],
+            "stages": [line for line in stderr.splitlines() if line.startswith("spark: ")]}
 
 
-def analyze(files: list[Path], engine: list[str], env: dict, runs: int) -> dict:
-    results = [run(["analyze", "--format", "json", *engine, *map(str, files)], env, ROOT) for _ in range(runs)]
+def analyze(files: list[Path], engine: list[str], env: dict, runs: int, stages: bool = False) -> dict:
+    verbose = ["--verbose"] if stages and engine else []
+    results = [run(["analyze", "--format", "json", *engine, *verbose, *map(str, files)], env, ROOT)
+               for _ in range(runs)]
     best = min(results, key=lambda r: r["wall"])
     best["median"] = statistics.median(r["wall"] for r in results)
     return best
@@ -184,6 +189,7 @@ def main() -> None:
     ap.add_argument("--masters", nargs="+", default=["local[2]", "local[1]", "standalone"])
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "bench-spark")
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--stages", action="store_true", help="print the Spark engine's line per stage (--verbose)")
     args = ap.parse_args()
 
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
@@ -217,7 +223,7 @@ def main() -> None:
                   f"CPU {emb['cpu']:.0f} s  peak RSS {emb['rss']:,.0f} MB  report {emb['digest']}", flush=True)
             walls = {}
             for m, url in masters.items():
-                r = analyze(files, ["--engine", "spark", "--master", url], env, args.runs)
+                r = analyze(files, ["--engine", "spark", "--master", url], env, args.runs, args.stages)
                 cores = 2 if m in ("local[2]", "standalone") else 1
                 net = max(r["wall"] - start[m], 1e-9)
                 walls[m] = net
@@ -227,6 +233,8 @@ def main() -> None:
                       f"per core = {rate / emb_rate:4.0%} of embedded  CPU {r['cpu']:.0f} s (py {r['py']:.0f} jvm "
                       f"{r['jvm']:.0f})  peak RSS {r['rss']:,.0f} MB  driver "
                       f"{r['driver']:,.0f} MB  report {same}", flush=True)
+                for line in r["stages"]:
+                    print(f"             {line}", flush=True)
             print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
             if "local[2]" in walls and "local[1]" in walls:
                 print(f"  local[2] / local[1] = {walls['local[2]'] / walls['local[1]']:.2f} (target <= 0.6)")

@@ -15,7 +15,7 @@ import ipaddress
 import mmap
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -72,17 +72,27 @@ class CaptureStats:
         return f"{label}: nothing could be read: {damage}"
 
 
+FlowFilter = Callable[[bytes, int, int], bool]
+# (addrs: src+dst address bytes as parse_tcp gives them, sport, dport) -> keep this direction's segments?
+
+
 def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None,
-                  frame_offset: int = 0) -> Iterator[Segment]:
+                  frame_offset: int = 0, keep_flow: FlowFilter | None = None) -> Iterator[Segment]:
     """Yield every TCP segment of one capture file, in file order, with Wireshark frame numbers (plus
-    `frame_offset`: a later file of a rotated set numbers on from the packets of the files before it)."""
+    `frame_offset`: a later file of a rotated set numbers on from the packets of the files before it).
+
+    `keep_flow`, when given, is asked once per direction of each flow, from the raw header fields, whether its
+    segments are wanted: the others are counted in `stats` (as every packet is) but no Segment is made for them,
+    so a reader that wants a few flows of a big capture pays only the header walk for the rest (the Spark
+    engine's flow buckets)."""
     if stats is None:
         stats = CaptureStats()
     stats.files += 1
     warnings = stats.warnings
     name = os.path.basename(os.fspath(path))
     decoders: dict[int, LinkDecoder | Literal[False]] = {}  # interface id -> link decoder (False: unsupported)
-    flows: dict[tuple[bytes, int, int], tuple[Endpoint, Endpoint]] = {}
+    # (addrs, sport, dport) -> endpoints; () for a direction keep_flow declined
+    flows: dict[tuple[bytes, int, int], tuple[Endpoint, Endpoint] | tuple[()]] = {}
     endpoints: dict[tuple[bytes, int], Endpoint] = {}
     unsupported: dict[int, int] = {}  # interface id -> link type
     packets = nbytes = segments = non_tcp = usable = 0
@@ -120,10 +130,13 @@ def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None,
             key = (addrs, sport, dport)
             pair = flows.get(key)
             if pair is None:
-                pair = flows[key] = _endpoints(endpoints, addrs, sport, dport)
+                pair = flows[key] = (_endpoints(endpoints, addrs, sport, dport)
+                                     if keep_flow is None or keep_flow(addrs, sport, dport) else ())
             if truncated:
                 warnings[W_TRUNCATED] += 1
             segments += 1
+            if not pair:
+                continue
             yield _segment(frame + frame_offset, ts, pair[0], pair[1], seq, flags, buf[pay:stop], ack, truncated,
                            pay if type(buf) is mmap.mmap else -1)
     finally:

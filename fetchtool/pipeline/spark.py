@@ -77,19 +77,20 @@ def spark_session(master: str | None = None, verbose: bool = False):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this interpreter's fetchtool
     from pyspark import SparkConf
 
-    # The driver's JVM only moves Arrow batches, caches and sorts them (the work is the Python workers'), and on a
-    # local master it is the executor too: C1 alone compiles what it runs for half the CPU tiered compilation
-    # spends (bench_spark.py: a local[2] JVM's CPU 19 -> 10 s on a 0.5 MB capture, 25 -> 14 s on 1.1 GB), and the
-    # serial collector keeps GC threads off the cores the workers need. PYSPARK_SUBMIT_ARGS'
-    # --conf spark.driver.extraJavaOptions=... replaces these. A cluster's executors keep their own JIT and
-    # collector: their heaps and cores are the cluster owner's to tune, and a setting made here would override it.
+    # The JVMs only move Arrow batches, cache, shuffle and sort them (the work is the Python workers'), and on a
+    # local master the driver's is the executor too: C1 alone compiles what they run for half the CPU tiered
+    # compilation spends (bench_spark.py: a local[2] JVM's CPU 19 -> 10 s on a 0.5 MB capture, 25 -> 14 s on
+    # 1.1 GB), and the serial collector keeps GC threads off the cores the workers need. A standalone
+    # executor is a JVM of its own that starts cold for each command: it gets the same flags (JIT_OPTIONS),
+    # unless the user's executor options choose their own -XX: flags. PYSPARK_SUBMIT_ARGS'
+    # --conf spark.driver.extraJavaOptions=... replaces the driver's.
     log_opts = f"-Dlog4j2.configurationFile=file:{_log_config(verbose)}"
     conf = (SparkConf().setAppName("fetchtool").setMaster(master or "local[*]")
             .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
-            .set("spark.driver.extraJavaOptions", f"{log_opts} -XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-            .set("spark.executor.extraJavaOptions", log_opts)
+            .set("spark.driver.extraJavaOptions", f"{log_opts} {JIT_OPTIONS}")
+            .set("spark.executor.extraJavaOptions", f"{log_opts} {JIT_OPTIONS}")
             .set("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-            # stage 1's items are cached once and read once: compressing them would only cost CPU
+            # stage 1's items are cached once: compressing them would only cost CPU
             .set("spark.sql.inMemoryColumnarStorage.compressed", "false"))
     if (master or "local").startswith("local"):
         conf = (conf.set("spark.driver.bindAddress", "127.0.0.1").set("spark.driver.host", "127.0.0.1")
@@ -116,13 +117,17 @@ def spark_session(master: str | None = None, verbose: bool = False):
     return spark
 
 
-def _keep_executor_options(conf, jvm, ours: str) -> None:
+JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def _keep_executor_options(conf, jvm, log_opts: str) -> None:
     """Executor JVM options the user gave (PYSPARK_SUBMIT_ARGS' --conf, spark-defaults.conf: spark-submit made
     them the driver JVM's system properties) are kept, with fetchtool's log configuration after them: setting
-    the key alone would replace them."""
+    the key alone would replace them. fetchtool's JIT_OPTIONS follow unless the user's choose -XX: flags."""
     given = jvm.java.lang.System.getProperty("spark.executor.extraJavaOptions")
-    if given and ours not in given:
-        conf.set("spark.executor.extraJavaOptions", f"{given} {ours}")
+    if given and log_opts not in given:
+        conf.set("spark.executor.extraJavaOptions",
+                 f"{given} {log_opts}" if "-XX:" in given else f"{given} {log_opts} {JIT_OPTIONS}")
 
 
 def stage_lines(verbose: bool = False):
@@ -231,9 +236,12 @@ class _Decoded:
         files, given = _expand(paths, spark)
         if not files:
             raise CaptureError("no capture files found in " + ", ".join(map(str, paths)))
-        # Stage 0: packet counts and time spans -> rotated sets and each file's frame offset in its set.
+        # Stage 0: packet counts and time spans -> rotated sets and each file's frame offset in its set. A task
+        # counts several files when they outnumber the cores: counting a rotated piece takes milliseconds, a
+        # task's round trip to its Python worker a tenth of a second (bench_spark.py: 40 files, 40 -> 8 tasks).
         n_files = len(files)
-        counts = sorted(tuple(r) for r in map_in_arrow(spark.range(0, n_files, 1, n_files),
+        cores = max(1, spark.sparkContext.defaultParallelism)
+        counts = sorted(tuple(r) for r in map_in_arrow(spark.range(0, n_files, 1, min(n_files, 4 * cores)),
                                                           st.count_stage(files), st.COUNT_SCHEMA).collect())
         sets = rotated_sets(files, {i: (first, last) for i, _n, first, last, _e in counts})
         names = [os.path.basename(f.rstrip("/")) for f in files]
@@ -254,7 +262,6 @@ class _Decoded:
             f"{'s' if len(members) != 1 else ''}) in {t1 - t0:.1f} s")
 
         # Stage 1: per set and flow bucket, reassembly + Kafka decode where the packets are read.
-        cores = max(1, spark.sparkContext.defaultParallelism)
         buckets = max(1, min(cores, -(-cores // len(members))))  # few captures: split each by flow
         plans: list[st.TaskPlan] = []
         for s, idxs in sorted(members.items()):

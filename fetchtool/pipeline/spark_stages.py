@@ -1,11 +1,11 @@
 """The Spark engine's executor-side stages: plain Python functions over Arrow batches (no pyspark import here).
 
 Stage 0 (per file): count packets, so every file gets its frame offset in its rotated set, and the set's end.
-Stage 1 (per set and flow bucket): one task reads the set's files in order and keeps the TCP segments of its
-         bucket's flows (a flow's bucket is a stable hash of its endpoints), feeding them straight to the same
-         sans-IO cores the embedded engine runs: TcpReassembler -> decode_events. Segments and their payloads
-         never leave the task that read them: a set is read once per bucket (reading is the cheap part), and no
-         payload byte crosses a shuffle. Out come Arrow rows: one per Exchange / OrphanResponse (its sort key
+Stage 1 (per set and flow bucket): one task reads the set's files in order and makes TCP segments of its
+         bucket's flows only (a flow's bucket is a stable hash of its addresses and ports, taken from the raw
+         headers: iter_segments' keep_flow), feeding them straight to the same sans-IO cores the embedded engine
+         runs: TcpReassembler -> decode_events. Segments and their payloads never leave the task that read them:
+         a set's headers are walked once per bucket (the cheap part), and no payload byte crosses a shuffle. Out come Arrow rows: one per Exchange / OrphanResponse (its sort key
          and broker as columns, the item serialised once), plus one row of facts the driver needs to make
          run-wide numbering agree with one sequential decode: where each connection's first event is
          (connection ids), which Metadata named which topic ids when (topic names), counters, file statistics.
@@ -258,12 +258,29 @@ class _BrokerNames(dict):
         super().update(names)
 
 
-def flow_bucket(a, b, buckets: int) -> int:
-    """The bucket of the flow between endpoints a and b (either direction): the same in every process."""
+def flow_bucket(addrs: bytes, sport: int, dport: int, buckets: int) -> int:
+    """The bucket of a TCP flow, from the raw header fields iter_segments' keep_flow gets (the source and
+    destination addresses' bytes, the ports): the same for both directions and in every process."""
     if buckets == 1:
         return 0
-    lo, hi = sorted(((str(a.ip), a.port), (str(b.ip), b.port)))
-    return zlib.crc32(f"{lo[0]}|{lo[1]}|{hi[0]}|{hi[1]}".encode()) % buckets
+    half = len(addrs) // 2
+    a, b = addrs[:half] + sport.to_bytes(2, "big"), addrs[half:] + dport.to_bytes(2, "big")
+    return zlib.crc32(a + b if a <= b else b + a) % buckets
+
+
+def bucket_filter(bucket: int, buckets: int, kept: set | None = None):
+    """iter_segments' keep_flow for one bucket: True for the flows of `bucket` (each kept flow is added to
+    `kept`, once per direction, as its address-and-ports bytes)."""
+
+    def keep(addrs: bytes, sport: int, dport: int) -> bool:
+        if flow_bucket(addrs, sport, dport, buckets) != bucket:
+            return False
+        if kept is not None:
+            half = len(addrs) // 2
+            kept.add(frozenset((addrs[:half] + sport.to_bytes(2, "big"), addrs[half:] + dport.to_bytes(2, "big"))))
+        return True
+
+    return keep
 
 
 def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> Iterator[tuple]:
@@ -280,8 +297,8 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     software = report.client_software
     named: list = []  # (client, frame): where this task's clients named their software
     files: list[FileStats] = []
-    mine: dict[tuple, bool] = {}  # (src, dst) endpoint objects -> in this task's bucket
-    flows: set[tuple] = set()
+    flows: set[frozenset] = set()  # the flows this task kept
+    keep = bucket_filter(plan.bucket, plan.buckets, flows)
 
     def _first(ev):
         # decode_events numbers connections in order of their first data/gap event: remember where that was.
@@ -302,15 +319,8 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
             copy = _LocalCopy(path)
             try:
                 with copy as local:
-                    for s in iter_segments(local, stats, offset):
-                        pair = (s.src, s.dst)
-                        keep = mine.get(pair)
-                        if keep is None:
-                            keep = mine[pair] = flow_bucket(s.src, s.dst, plan.buckets) == plan.bucket
-                            if keep:
-                                flows.add(frozenset(pair))
-                        if not keep:
-                            continue
+                    # the other buckets' flows are skipped before any Segment is made for them
+                    for s in iter_segments(local, stats, offset, keep):
                         now[0] = s.frame
                         for ev in reasm.feed(s):
                             _first(ev)

@@ -142,14 +142,20 @@ def test_uris_are_passed_as_given(spark):
     assert missing[1] == 0 and missing[4].startswith(f"file://{capture}.missing: cannot open")
 
 
-def test_executor_jvm_options_the_user_gives_are_kept(tmp_path):
-    # fetchtool sets the executors' log4j configuration; setting the key alone replaced what the user gave
+@pytest.mark.parametrize("given, ours", [
+    ("-Dfetchtool.test.kept=1", True),
+    # the user's own JIT or collector choice: fetchtool adds none of its -XX: flags after it
+    ("-Dfetchtool.test.kept=1 -XX:+UseParallelGC", False),
+], ids=["no -XX flags given", "-XX flags given"])
+def test_executor_jvm_options_the_user_gives_are_kept(tmp_path, given, ours):
+    # fetchtool sets the executors' log4j configuration and, on a standalone cluster's cold executor JVMs, C1
+    # and the serial collector (as the driver's); setting the key alone replaced what the user gave
     code = ("from fetchtool.pipeline.spark import spark_session\n"
             "print(spark_session('local[1]').sparkContext.getConf().get('spark.executor.extraJavaOptions'))\n")
-    env = {**os.environ, "PYSPARK_SUBMIT_ARGS":
-           "--conf spark.executor.extraJavaOptions=-Dfetchtool.test.kept=1 pyspark-shell"}
+    env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"--conf 'spark.executor.extraJavaOptions={given}' pyspark-shell"}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
                          cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     options = res.stdout.strip().splitlines()[-1]
-    assert "-Dfetchtool.test.kept=1" in options and "-Dlog4j2.configurationFile=" in options
+    assert given in options and "-Dlog4j2.configurationFile=" in options
+    assert ("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" in options) == ours
