@@ -26,8 +26,9 @@ import pickle
 import select
 import signal
 import struct
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from typing import Any, BinaryIO, TypeVar
 
 from .._fast import fast_constructor
 from .events import ConnectionClosed, Endpoint, StreamData, StreamEvent, StreamGap, StreamRun
@@ -36,12 +37,13 @@ from .reader import PCAPNG_SHB, PCAP_MAGICS, RELEASE_EVERY, CaptureError
 from .reassembly import TcpReassembler
 
 __all__ = ["stream_set_events", "stream_set_events_here", "stream_set_events_in_child", "FileRead",
-           "BACKGROUND_MIN_BYTES", "worth_a_child", "reap", "grow_pipe", "read_final", "write_all", "STOP_WAIT"]
+           "BACKGROUND_MIN_BYTES", "worth_a_child", "in_forked_child", "write_all"]
 
 BACKGROUND_MIN_BYTES = 16 * 1024 * 1024  # below this the fork costs more than the overlap gains
 _BATCH_BYTES = 1 << 20
 _BATCH_EVENTS = 512
 STOP_WAIT = 2.0  # seconds a consumer that stops early waits for a child's final message before killing it
+T = TypeVar("T")
 ENDPOINT_SLOTS = 4096  # endpoints numbered at once between the reader process and this one
 
 _DATA, _GAP, _CLOSED, _ENDPOINT, _FILE = range(5)
@@ -117,6 +119,28 @@ def stream_set_events_in_child(reads: list[FileRead], runs: bool = False
                                ) -> Generator[StreamEvent | StreamRun, None, None]:
     """stream_set_events, with the reading and reassembly done by a forked child."""
     paths = [r.path for r in reads]
+    final: list = []
+
+    def took(message) -> None:
+        final.append(message)
+        if message is not None:
+            _take_final(reads, message[0])
+
+    yield from in_forked_child(lambda fd, final_fd: _child(paths, fd, final_fd),
+                               lambda pipe: _receive(pipe, reads, runs), _BATCH_BYTES, took)
+    if final[0] is None:
+        raise CaptureError(f"{reads[0].path}: the capture reader process stopped unexpectedly")
+    if final[0][1] is not None:
+        raise RuntimeError(f"capture reader process: {final[0][1]}")
+
+
+def in_forked_child(child: Callable[[int, int], None], receive: Callable[[BinaryIO], Iterator[T]], buffering: int,
+                    on_final: Callable[[Any], None]) -> Generator[T, None, None]:
+    """Fork a child that runs `child(fd, final_fd)` and ends with os._exit, and yield what `receive` reads from
+    `fd`'s pipe. However this side ends (read to the end, stopped early, Ctrl-C), `on_final` gets what the child
+    pickled into `final_fd` as it ended (read_final; None if it died or did not answer in time), and the child
+    is killed and reaped. Stopped early, the child's next write fails on the closed pipe: it then sends what it
+    has so far."""
     r, w = os.pipe()
     final_r, final_w = os.pipe()
     grow_pipe(w)
@@ -125,7 +149,7 @@ def stream_set_events_in_child(reads: list[FileRead], runs: bool = False
         try:
             os.close(r)
             os.close(final_r)
-            _child(paths, w, final_w)
+            child(w, final_w)
         finally:
             os._exit(1)
     os.close(w)
@@ -133,22 +157,16 @@ def stream_set_events_in_child(reads: list[FileRead], runs: bool = False
     finished = False
     final = None
     try:
-        with open(r, "rb", buffering=_BATCH_BYTES) as pipe:
-            yield from _receive(pipe, reads, runs)
+        with open(r, "rb", buffering=buffering) as pipe:
+            yield from receive(pipe)
         finished = True
     finally:
-        # Stopped early, the reader's next write fails on the closed pipe and it sends what it counted so far.
         try:
             final = read_final(final_r, None if finished else STOP_WAIT)
         finally:
             os.close(final_r)
             reap(pid)
-        if final is not None:
-            _take_final(reads, final[0])
-    if final is None:
-        raise CaptureError(f"{reads[0].path}: the capture reader process stopped unexpectedly")
-    if final[1] is not None:
-        raise RuntimeError(f"capture reader process: {final[1]}")
+        on_final(final)
 
 
 def _take_final(reads: list[FileRead], files: list) -> None:

@@ -26,7 +26,7 @@ import struct
 from collections.abc import Callable, Iterator
 
 from ..capture.reader import CaptureError
-from ..capture.streams import STOP_WAIT, grow_pipe, read_final, reap, write_all
+from ..capture.streams import in_forked_child, write_all
 from ..exchange import Exchange
 from ..protocol.connection import OrphanResponse
 from ..protocol.report import DecodeReport
@@ -44,38 +44,19 @@ def decoded_in_child(decode: Callable[[], Iterator[Exchange | OrphanResponse]], 
     """The items of `decode()`, run in a forked child that fills its copies of `ended` and `report`; this
     process's `ended` gets the ids between the items, and `report` the child's fields when it stops. The
     child's CaptureError is raised here; any other exception of it, as a RuntimeError with its text."""
-    items_r, items_w = os.pipe()
-    report_r, report_w = os.pipe()
-    grow_pipe(items_w)
-    pid = os.fork()
-    if pid == 0:  # the child: never returns, not even for a Ctrl-C that comes before it ignores them
-        try:
-            os.close(items_r)
-            os.close(report_r)
-            _child(decode, ended, report, items_w, report_w)
-        finally:
-            os._exit(1)
-    os.close(items_w)
-    os.close(report_w)
-    finished = False
-    outcome = None
-    try:
-        with open(items_r, "rb", buffering=1 << 20) as pipe:
-            yield from _receive(pipe, ended)
-        finished = True
-    finally:
-        try:
-            outcome = read_final(report_r, None if finished else STOP_WAIT)
-        finally:
-            os.close(report_r)
-            reap(pid)
-        if outcome is not None:
-            child_report, _error = outcome
+    outcome: list = []
+
+    def took(message) -> None:
+        outcome.append(message)
+        if message is not None:  # the child's report, what it decoded also when this side stopped early
             for f in dataclasses.fields(DecodeReport):
-                setattr(report, f.name, getattr(child_report, f.name))
-    if outcome is None:
+                setattr(report, f.name, getattr(message[0], f.name))
+
+    yield from in_forked_child(lambda fd, report_fd: _child(decode, ended, report, fd, report_fd),
+                               lambda pipe: _receive(pipe, ended), 1 << 20, took)
+    if outcome[0] is None:
         raise CaptureError("the capture decoding process stopped unexpectedly")
-    error = outcome[1]
+    error = outcome[0][1]
     if error is not None:
         kind, text = error
         raise CaptureError(text) if kind == "capture" else RuntimeError(f"capture decoding process: {text}")

@@ -161,7 +161,7 @@ def test_nothing_readable_is_the_same_one_line_error(tmp_path, large):
 
 def test_a_consumer_that_stops_early_leaves_no_process_and_keeps_what_was_read(large, monkeypatch):
     # a default-sized (64 KB) pipe and one item per batch: the child is still decoding when the consumer stops
-    monkeypatch.setattr(forked, "grow_pipe", lambda fd: None)
+    monkeypatch.setattr(streams, "grow_pipe", lambda fd: None)
     monkeypatch.setattr(forked, "_BATCH_ITEMS", 1)
     whole = decode_capture(EVICTIONS, in_child=False)
     total = sum(1 for _ in whole)
@@ -247,15 +247,19 @@ def fetchtool_command(*args: str) -> list[str]:
 
 @pytest.mark.slow
 def test_ctrl_c_in_analyze_of_a_large_capture_leaves_no_process(twenty_mb):
-    # eight times the capture: the command still reads when Ctrl-C comes; its own session, to find every process
-    # it started afterwards
-    proc = subprocess.Popen(fetchtool_command("analyze", *[str(twenty_mb)] * 8, "-f", "json"),
+    # sixteen times the capture: the command still reads when Ctrl-C comes, once its decoding child is there;
+    # its own session, to find every process it started afterwards
+    proc = subprocess.Popen(fetchtool_command("analyze", *[str(twenty_mb)] * 16, "-f", "json"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
-    time.sleep(3)
-    assert proc.poll() is None, "the command ended before Ctrl-C: the capture is too small"
-    children = _children(proc.pid)
+    deadline = time.monotonic() + 60
+    children: list[int] = []
+    while not children and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        children = _children(proc.pid)
     assert children, "a large capture is decoded in a forked child"
+    time.sleep(0.5)  # into the reading
+    assert proc.poll() is None, "the command ended before Ctrl-C: the capture is too small"
     os.killpg(proc.pid, signal.SIGINT)  # as the terminal sends it: to every process of the foreground group
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
