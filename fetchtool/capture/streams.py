@@ -11,7 +11,8 @@ cores. The child sends its events in batches over a pipe (a packed descriptor pe
 each Endpoint once) and this process rebuilds identical frozen events, in the same order (or, for a consumer that
 asks for runs, a batch's consecutive data of one direction as one events.StreamRun). The child's stats
 and errors travel at the end, on a pipe of their own: also when the consumer stops early (a closed pipe,
-Ctrl-C), the child's next write then failing; it is then reaped (killed if it does not answer in STOP_WAIT). Small, compressed or unforkable inputs are read in this process: a fork is not worth it there.
+Ctrl-C), the child's next write then failing; it is then reaped (killed if it does not answer in STOP_WAIT).
+Small, compressed or unforkable inputs are read in this process: a fork is not worth it there.
 
 A set's files go through one TcpReassembler, in order: frames of a file count on from the packets of the files
 before it, and a file that cannot be read is that file's error (FileRead.error), not the end of the set.
@@ -126,32 +127,38 @@ def stream_set_events_in_child(reads: list[FileRead], runs: bool = False
         if message is not None:
             _take_final(reads, message[0])
 
-    yield from in_forked_child(lambda fd, final_fd: _child(paths, fd, final_fd),
-                               lambda pipe: _receive(pipe, reads, runs), _BATCH_BYTES, took)
+    yield from in_forked_child(lambda fd: _child(paths, fd), lambda pipe: _receive(pipe, reads, runs), _BATCH_BYTES,
+                               took)
     if final[0] is None:
         raise CaptureError(f"{reads[0].path}: the capture reader process stopped unexpectedly")
     if final[0][1] is not None:
         raise RuntimeError(f"capture reader process: {final[0][1]}")
 
 
-def in_forked_child(child: Callable[[int, int], None], receive: Callable[[BinaryIO], Iterator[T]], buffering: int,
+def in_forked_child(child: Callable[[int], Any], receive: Callable[[BinaryIO], Iterator[T]], buffering: int,
                     on_final: Callable[[Any], None]) -> Generator[T, None, None]:
-    """Fork a child that runs `child(fd, final_fd)` and ends with os._exit, and yield what `receive` reads from
-    `fd`'s pipe. However this side ends (read to the end, stopped early, Ctrl-C), `on_final` gets what the child
-    pickled into `final_fd` as it ended (read_final; None if it died or did not answer in time), and the child
-    is killed and reaped. Stopped early, the child's next write fails on the closed pipe: it then sends what it
-    has so far."""
+    """Fork a child that runs `child(fd)`, Ctrl-C ignored (the parent's to handle: it stops the child), and yield
+    what `receive` reads from `fd`'s pipe. `child` writes to `fd`, closes it and returns its final message (its
+    counts, its error), which travels pickled on a second pipe. However this side ends (read to the end, stopped
+    early, Ctrl-C), `on_final` gets that message (None if the child died or did not answer in time), and the child
+    is killed and reaped. Stopped early, the child's next write fails on the closed pipe: `child` then returns
+    what it has so far."""
     r, w = os.pipe()
     final_r, final_w = os.pipe()
     grow_pipe(w)
     pid = os.fork()
     if pid == 0:  # the child: never returns, not even for a Ctrl-C that comes before it ignores them
+        code = 1
         try:
             os.close(r)
             os.close(final_r)
-            child(w, final_w)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            write_all(final_w, pickle.dumps(child(w), pickle.HIGHEST_PROTOCOL))
+            code = 0
+        except BaseException:  # noqa: BLE001  (a dead parent: nobody to report to)
+            pass
         finally:
-            os._exit(1)
+            os._exit(code)
     os.close(w)
     os.close(final_w)
     finished = False
@@ -202,25 +209,18 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 # -- the child ----------------------------------------------------------------------------------------------
-def _child(paths: list, fd: int, final_fd: int) -> None:
-    code = 1
+def _child(paths: list, fd: int) -> tuple[list[list], str | None]:
+    """The events of `paths` to `fd`; the final message: each file's stats and error, and a bug's text."""
+    files: list[list] = []  # per file: [stats, error or None], the current file's stats as they grow
+    bug = None
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
-        files: list[list] = []  # per file: [stats, error or None], the current file's stats as they grow
-        bug = None
-        try:
-            with open(fd, "wb", buffering=_BATCH_BYTES) as out:
-                _send(out, paths, files)
-        except BrokenPipeError:
-            pass  # the parent stopped reading: it gets the counts so far
-        except Exception as exc:  # noqa: BLE001  (a bug: the parent re-raises it with this text)
-            bug = f"{type(exc).__name__}: {exc}"
-        write_all(final_fd, pickle.dumps((files, bug)))
-        code = 0
-    except BaseException:  # noqa: BLE001  (a dead parent: nobody to report to)
-        pass
-    finally:
-        os._exit(code)
+        with open(fd, "wb", buffering=_BATCH_BYTES) as out:
+            _send(out, paths, files)
+    except BrokenPipeError:
+        pass  # the parent stopped reading: it gets the counts so far
+    except Exception as exc:  # noqa: BLE001  (a bug: the parent re-raises it with this text)
+        bug = f"{type(exc).__name__}: {exc}"
+    return files, bug
 
 
 def _send(out, paths: list, files: list[list]) -> None:

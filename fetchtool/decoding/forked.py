@@ -20,8 +20,6 @@ from __future__ import annotations
 import dataclasses
 import marshal
 import os
-import pickle
-import signal
 import struct
 from collections.abc import Callable, Iterator
 
@@ -52,8 +50,8 @@ def decoded_in_child(decode: Callable[[], Iterator[Exchange | OrphanResponse]], 
             for f in dataclasses.fields(DecodeReport):
                 setattr(report, f.name, getattr(message[0], f.name))
 
-    yield from in_forked_child(lambda fd, report_fd: _child(decode, ended, report, fd, report_fd),
-                               lambda pipe: _receive(pipe, ended), 1 << 20, took)
+    yield from in_forked_child(lambda fd: _child(decode, ended, report, fd), lambda pipe: _receive(pipe, ended),
+                               1 << 20, took)
     if outcome[0] is None:
         raise CaptureError("the capture decoding process stopped unexpectedly")
     error = outcome[0][1]
@@ -63,29 +61,22 @@ def decoded_in_child(decode: Callable[[], Iterator[Exchange | OrphanResponse]], 
 
 
 # -- the child ----------------------------------------------------------------------------------------------
-def _child(decode, ended: list[int], report: DecodeReport, fd: int, report_fd: int) -> None:
-    code = 1
+def _child(decode, ended: list[int], report: DecodeReport, fd: int) -> tuple[DecodeReport, tuple | None]:
+    """The items of `decode()` to `fd`; the final message: the run's report, and its error."""
+    error = None
+    items = decode()
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops us
-        error = None
-        items = decode()
-        try:
-            _send(items, ended, fd)
-        except BrokenPipeError:
-            pass  # the parent stopped reading: report what was decoded so far
-        except CaptureError as exc:
-            error = ("capture", str(exc))
-        except Exception as exc:  # noqa: BLE001  (a bug: the parent re-raises it with this text)
-            error = ("bug", f"{type(exc).__name__}: {exc}")
-        finally:
-            os.close(fd)  # the parent's end of the items, before the report it then reads
-            items.close()  # the run's own clean-up: the stats of the files read so far join the report
-        write_all(report_fd, pickle.dumps((report, error), pickle.HIGHEST_PROTOCOL))
-        code = 0
-    except BaseException:  # noqa: BLE001  (a dead parent: nobody to report to)
-        pass
+        _send(items, ended, fd)
+    except BrokenPipeError:
+        pass  # the parent stopped reading: report what was decoded so far
+    except CaptureError as exc:
+        error = ("capture", str(exc))
+    except Exception as exc:  # noqa: BLE001  (a bug: the parent re-raises it with this text)
+        error = ("bug", f"{type(exc).__name__}: {exc}")
     finally:
-        os._exit(code)
+        os.close(fd)  # the parent's end of the items, before the report it then reads
+        items.close()  # the run's own clean-up: the stats of the files read so far join the report
+    return report, error
 
 
 def _send(items: Iterator, ended: list[int], fd: int) -> None:
