@@ -30,7 +30,6 @@ class Unhandled(Exception):
 # the fast path never imports kio: that import cost every decode ~20 ms with warm caches (python -X importtime),
 # over 0.2 s cold. tests/protocol/test_codec_roundtrip.py holds it to kio's list.
 KNOWN_ERRORS = frozenset(range(-1, 134))
-_KNOWN_ERRORS = KNOWN_ERRORS
 _ZERO_ID = bytes(16)
 _new = tuple.__new__
 _request_body = fast_constructor(FetchRequestBody)  # one per Fetch request and response (fetchtool._fast)
@@ -169,7 +168,7 @@ def read_request(body, version: int, names) -> FetchRequestBody:
 def read_response(body, version: int, names, keep_records: bool) -> FetchResponseBody:
     buf = body if type(body) is memoryview else memoryview(body)  # record blobs are sliced, not copied
     throttle, error, session_id = _RESP_HEAD.unpack_from(buf, 0)
-    if error not in _KNOWN_ERRORS:
+    if error not in KNOWN_ERRORS:
         raise Unhandled("unknown error code")
     pos = _RESP_HEAD.size
     end = len(buf)
@@ -178,7 +177,7 @@ def read_response(body, version: int, names, keep_records: bool) -> FetchRespons
     blobs: list[bytes | None] | None = [] if keep_records else None
     unpack = _RESP_PART.unpack_from
     size = _RESP_PART.size
-    known = _KNOWN_ERRORS
+    known = KNOWN_ERRORS
     RP = ResponsePartition
     topics, pos = _count(buf, pos)
     for _ in range(topics):

@@ -167,7 +167,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
     waiting: list[deque] = [deque() for _ in streams]   # per stream: (j, request parts) sent, not yet read
     deferred: list[tuple[int, int, int, int]] = []
 
-    # The plan's timeline, each deferred event right after the one that deferred it .
+    # The plan's timeline, each deferred event right after the one that deferred it.
     timeline = plan.timeline
     events = len(timeline)
     at = 0
