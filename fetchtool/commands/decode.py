@@ -67,7 +67,8 @@ def main(
         bad_option("--master needs --engine spark")
     if format is None and out is None:
         format = Format.jsonl
-    reading = Reading(captures, port, window, decode_in_child=False)  # the Kafka layer here: see Reading
+    # The Kafka layer here (see Reading); JSONL alone writes each exchange's counts, never a partition's fields
+    reading = Reading(captures, port, window, decode_in_child=False, rows=out is not None or format is not Format.jsonl)
     tables = None
     if out is not None:
         from fetchtool.pipeline.tables import ParquetTables
