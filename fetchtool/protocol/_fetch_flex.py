@@ -150,8 +150,8 @@ def read_request(body, version: int, names, rows: bool = True) -> FetchRequestBo
     else:
         max_wait, min_bytes, max_bytes, isolation, session_id, epoch = _REQ_HEAD_15.unpack_from(buf, 0)
         replica_id, pos = -1, _REQ_HEAD_15.size
-    rows: list[RequestPartition] = []
-    append = rows.append
+    entries: list[RequestPartition] = []
+    append = entries.append
     unpack = _REQ_PART.unpack_from
     size = _REQ_PART.size
     RP = RequestPartition
@@ -188,7 +188,7 @@ def read_request(body, version: int, names, rows: bool = True) -> FetchRequestBo
     return _request_body(
         replica_id=replica_id, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
         isolation_level=isolation, session_id=session_id, session_epoch=epoch, rack_id=rack_id,
-        partitions=tuple(rows), forgotten=tuple(forgotten),
+        partitions=tuple(entries), forgotten=tuple(forgotten),
     )
 
 
@@ -201,8 +201,8 @@ def read_response(body, version: int, names, keep_records: bool, rows: bool = Tr
         raise Unhandled("unknown error code")
     pos = _RESP_HEAD.size
     end = len(buf)
-    rows: list[ResponsePartition] = []
-    append = rows.append
+    entries: list[ResponsePartition] = []
+    append = entries.append
     blobs: list[bytes | None] | None = [] if keep_records else None
     unpack = _RESP_PART.unpack_from
     size = _RESP_PART.size
@@ -270,7 +270,7 @@ def read_response(body, version: int, names, keep_records: bool, rows: bool = Tr
     if pos != end:
         raise Unhandled("bytes after the body")
     return _response_body(
-        throttle_time_ms=throttle, error_code=error, session_id=session_id, partitions=tuple(rows),
+        throttle_time_ms=throttle, error_code=error, session_id=session_id, partitions=tuple(entries),
         records=None if blobs is None else tuple(blobs),
     )
 
