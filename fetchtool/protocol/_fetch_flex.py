@@ -125,18 +125,18 @@ def _no_tags(buf, pos: int) -> int:
 # gets records: 92% of the entries on the benchmark capture), so each topic's entries are kept by their bytes
 # and a repeated one is the row already made: rows are immutable tuples, equal whichever request made them.
 _ROWS: dict[tuple[str | None, str | None], dict[bytes, RequestPartition]] = {}
-_ROWS_KEPT = 1 << 14  # entries kept per topic, and topics kept: a bound for a capture of many sessions
+_ROWS_KEPT = 1 << 16  # rows kept, all topics together (~20 MB), then forgotten all at once: a bound for a
+_kept = [0]           # capture of many sessions or many offsets; [rows kept now]
 
 
 def _request_rows(name: str | None, tid: str | None) -> dict[bytes, RequestPartition]:
     """The rows made so far of the topic's entries, by their bytes."""
+    if _kept[0] >= _ROWS_KEPT:
+        _ROWS.clear()
+        _kept[0] = 0
     made = _ROWS.get((name, tid))
     if made is None:
-        if len(_ROWS) >= _ROWS_KEPT:
-            _ROWS.clear()
         made = _ROWS[name, tid] = {}
-    elif len(made) >= _ROWS_KEPT:
-        made.clear()
     return made
 
 
@@ -156,6 +156,7 @@ def read_request(body, version: int, names, rows: bool = True) -> FetchRequestBo
     size = _REQ_PART.size
     RP = RequestPartition
     data = body if type(body) is bytes else bytes(buf)  # entries' bytes, as keys of the rows made of them
+    kept = _kept
     topics, pos = _count(buf, pos)
     for _ in range(topics):
         name, tid, pos = _topic(buf, pos, version, names)
@@ -169,6 +170,7 @@ def read_request(body, version: int, names, rows: bool = True) -> FetchRequestBo
                 if tags:
                     raise Unhandled("tagged fields")
                 row = made[raw] = _new(RP, (name, tid, p, offset, max_part, lso, cle, lfe, -1, -1))
+                kept[0] += 1
             append(row)
             pos += size
         pos = _no_tags(buf, pos)

@@ -142,3 +142,13 @@ def test_every_single_byte_damage_is_judged_alike_counted_or_not():
             full = _outcome(_fetch_flex.read_request, body, 12, None)
             assert _request_counts(_outcome(_fetch_flex.read_request, body, 12, None, False)) == \
                 _request_counts(full), (i, value)
+
+
+def test_the_rows_kept_are_bounded_and_forgetting_them_changes_no_row(monkeypatch):
+    monkeypatch.setattr(_fetch_flex, "_ROWS_KEPT", 4)
+    _fetch_flex._ROWS.clear()
+    _fetch_flex._kept[0] = 0
+    for start in range(0, 30, 3):
+        parts = tuple(RequestPartition("t", None, p, 1000 + start + p, 1 << 20, -1, 5, 4) for p in range(3))
+        assert _fetch_flex.read_request(_request(12, parts), 12, None).partitions == parts
+        assert sum(map(len, _fetch_flex._ROWS.values())) <= 4 + 3  # the bound, plus one topic's entries
