@@ -48,21 +48,19 @@ def main(
     verbose: bool = typer.Option(False, "--verbose", help="with --engine spark: Spark's own log on stderr."),
 ) -> None:
 
-    from fetchtool.commands.output import StderrLines, bad_option, check_choice, check_ports, check_width, fail
+    from fetchtool.commands.output import bad_option, check_choice, check_ports, error_console, fail, report_console
     from fetchtool.commands.reading import Reading
     from fetchtool.commands.window import time_window
     from fetchtool.decoder import CaptureError
     from fetchtool.exchange import Exchange
 
+    err = error_console(soft_wrap=True)  # one message, one line: never wrapped
     check_ports(port)
     check_choice(engine, "--engine", ENGINES)
-    check_width(width)  # a bad --width fails before the capture is read
+    report_console(width=width)  # a bad --width fails before the capture is read
     window = time_window(since, until, captures)
     if engine == "spark":
-        from fetchtool.commands.output import error_console
-
-        return _decode_on_spark(captures, out, format, port, master, error_console(soft_wrap=True), window,
-                                verbose)
+        return _decode_on_spark(captures, out, format, port, master, err, window, verbose)
     if master:
         bad_option("--master needs --engine spark")
     if format is None and out is None:
@@ -102,17 +100,14 @@ def main(
         if tables is not None:
             tables.close()
     if format is Format.table and rows:
-        from fetchtool.commands.output import report_console
-
         console = report_console(width=width)
         console.print(exchange_table(rows, console.width))
-    err = StderrLines()  # one message, one line: never wrapped
     for line in reading.report.lines():
-        err.print(line, markup=False)
+        err.print(line, highlight=False, markup=False)
     reading.require_traffic()
     if tables is not None:
         err.print(f"wrote {count(tables.exchanges_written, 'exchange')} and "
-                  f"{count(tables.partitions_written, 'partition row')} to {out}/")
+                  f"{count(tables.partitions_written, 'partition row')} to {out}/", highlight=False)
     reading.finish()
 
 

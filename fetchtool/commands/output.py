@@ -8,23 +8,22 @@ HTML, JSON and --output files), `warn` and `fail`.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import logging
 import math
 import os
 import re
-import sys
-from functools import cache
 from pathlib import Path
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import rich.text
 import typer
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
 
 from fetchtool.printable import last_resort_handler, one_line, printable
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from fetchtool.replay.plan import ReplayPlan
 
 # Exit codes, as click's own: 2 for a bad option value (the command line is wrong), 1 for input that cannot be
@@ -137,126 +136,59 @@ def _escaped_for_rich(text: str, _translate_table: dict[int, None] | None = None
 # one, the text is escaped the moment it enters rich, before any layout: tables measure the escaped id they
 # will show (`\x1b]0;pwned\x07` is 15 columns; the raw string measured 7), and nothing is dropped unseen.
 # rich has no public hook for this; SafeConsole below is the net should a future rich stop calling it.
-# Replaced when rich.text is imported, by whom ever, from now on (importing rich costs a command that never
-# draws with it, `decode` to JSONL or Parquet, a tenth of its time): _EscapingRichText below.
-class _EscapingRichText:
-    """A finder that lets the usual ones import rich.text, then replaces its strip_control_codes."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "rich.text":
-            return None
-        sys.meta_path.remove(self)  # once: the usual finders find it
-        spec = importlib.util.find_spec(name)
-        loader = spec.loader if spec is not None else None
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        exec_module = loader.exec_module
-
-        def exec_and_escape(module) -> None:
-            exec_module(module)
-            module.strip_control_codes = _escaped_for_rich
-
-        loader.exec_module = exec_and_escape  # type: ignore[method-assign]  # this module's loader only
-        return spec
-
-
-if "rich.text" in sys.modules:
-    sys.modules["rich.text"].strip_control_codes = _escaped_for_rich  # type: ignore[attr-defined]
-elif not any(isinstance(f, _EscapingRichText) for f in sys.meta_path):
-    sys.meta_path.insert(0, _EscapingRichText())
+rich.text.strip_control_codes = _escaped_for_rich
 
 
 # Warnings logged where no handler was set up (the in-process broker of `replay`) reach stderr escaped too.
 logging.lastResort = last_resort_handler()
 
 
-@cache
-def _consoles() -> tuple[type, type]:
-    """SafeConsole and the report console's class, made on first use: rich is imported only by a command that
-    draws with it."""
-    from collections.abc import Iterable
+class SafeConsole(Console):
+    """A rich Console that never writes a control character it did not mean: the text of every segment is
+    escaped (fetchtool.printable) as it is rendered, while rich's own control segments (cursor moves of a
+    progress bar) and its styles (colour codes, added when the segments are written) go through as they are.
 
-    from rich.console import Console, ConsoleOptions, RenderableType
-    from rich.segment import Segment
+    Markup, too, is only what a command writes itself: a string it prints directly may style itself
+    ("[bold]Plan[/bold]: ..."), but a string inside a table, a panel or any other renderable (a client id in a
+    cell) is text, `[bold]x[/bold]` shown as it is."""
 
-    class SafeConsole(Console):
-        """A rich Console that never writes a control character it did not mean: the text of every segment is
-        escaped (fetchtool.printable) as it is rendered, while rich's own control segments (cursor moves of a
-        progress bar) and its styles (colour codes, added when the segments are written) go through as they are.
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("markup", False)
+        super().__init__(*args, **kwargs)
 
-        Markup, too, is only what a command writes itself: a string it prints directly may style itself
-        ("[bold]Plan[/bold]: ..."), but a string inside a table, a panel or any other renderable (a client id in
-        a cell) is text, `[bold]x[/bold]` shown as it is."""
+    def print(self, *objects: Any, markup: bool | None = None, emoji: bool | None = None,
+              highlight: bool | None = None, **kwargs: Any) -> None:
+        # what Console.print does with a str argument, but with markup on unless the caller turned it off
+        objects = tuple(self.render_str(o, emoji=emoji, markup=markup is not False, highlight=highlight)
+                        if isinstance(o, str) else o for o in objects)
+        super().print(*objects, markup=markup, emoji=emoji, highlight=highlight, **kwargs)
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs.setdefault("markup", False)
-            super().__init__(*args, **kwargs)
-
-        def print(self, *objects: Any, markup: bool | None = None, emoji: bool | None = None,
-                  highlight: bool | None = None, **kwargs: Any) -> None:
-            # what Console.print does with a str argument, but with markup on unless the caller turned it off
-            objects = tuple(self.render_str(o, emoji=emoji, markup=markup is not False, highlight=highlight)
-                            if isinstance(o, str) else o for o in objects)
-            super().print(*objects, markup=markup, emoji=emoji, highlight=highlight, **kwargs)
-
-        def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
-            for segment in super().render(renderable, options):
-                if segment.control:
-                    yield segment
-                else:
-                    text = printable(segment.text)
-                    yield segment if text is segment.text else Segment(text, segment.style)
-
-    class ReportConsole(SafeConsole):
-        def on_broken_pipe(self) -> None:
-            # rich's own answer to a closed pipe is exit 1; fetchtool.cli ends every command the same quiet way (0)
-            raise BrokenPipeError
-
-    return SafeConsole, ReportConsole
-
-
-def __getattr__(name: str) -> Any:
-    if name == "SafeConsole":
-        return _consoles()[0]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control:
+                yield segment
+            else:
+                text = printable(segment.text)
+                yield segment if text is segment.text else Segment(text, segment.style)
 
 
 def error_console(**kwargs) -> Console:
     """The console for stderr (messages, the decode report's lines, progress bars), escaped as the reports."""
-    return _consoles()[0](stderr=True, **kwargs)
+    return SafeConsole(stderr=True, **kwargs)
 
 
-# What SafeConsole.print changes in a line of text besides escaping it: markup ('['), emoji codes (':name:')
-_MARKUP_OR_EMOJI = re.compile(r"\[|:\S*:")
-
-
-class StderrLines:
-    """Lines of text on stderr exactly as error_console(soft_wrap=True).print(line, highlight=False) writes
-    them, without rich for a line it would write as it is (printable ASCII, no markup or emoji code, no
-    trailing space): a decode's report and its last line."""
-
-    def __init__(self) -> None:
-        self._console: Console | None = None
-
-    def print(self, line: str, markup: bool | None = None) -> None:
-        if line.isascii() and line.isprintable() and not line.endswith(" ") and not _MARKUP_OR_EMOJI.search(line):
-            sys.stderr.write(line + "\n")
-            return
-        if self._console is None:
-            self._console = error_console(soft_wrap=True)
-        self._console.print(line, highlight=False, markup=markup)
-
-
-def check_width(width: int | None) -> None:
-    check_positive(width, "--width", 19, strict=False)  # narrower, rich cannot lay a table out at all
+class _ReportConsole(SafeConsole):
+    def on_broken_pipe(self) -> None:
+        # rich's own answer to a closed pipe is exit 1; fetchtool.cli ends every command the same quiet way (0)
+        raise BrokenPipeError
 
 
 def report_console(file=None, width: int | None = None) -> Console:
     """The console every report table is printed on, its width by one rule: --width N if given; else the
     terminal's width on a terminal; else $COLUMNS (a user's `COLUMNS=80 fetchtool ... | less`); else
     FILE_WIDTH."""
-    check_width(width)
-    console = _consoles()[1](file=file, width=width)
+    check_positive(width, "--width", 19, strict=False)  # narrower, rich cannot lay a table out at all
+    console = _ReportConsole(file=file, width=width)
     if width is None and not console.is_terminal:
         columns = os.environ.get("COLUMNS", "")
         console.width = int(columns) if columns.isdigit() and int(columns) > 0 else FILE_WIDTH

@@ -11,9 +11,7 @@ the reading (not the command: what was read is still reported), and one rule for
 from __future__ import annotations
 
 import gc
-import os
 import signal
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -66,11 +64,12 @@ class Reading:
         # A capture's analysis allocates millions of small objects it keeps: with the default 700-allocation
         # young generation the collector ran ~12% of analyze's CPU (storm20k: 7.65 s, 6.76 s at 50,000).
         gc.set_threshold(50_000, 20, 100)
+        err = error_console()
         previous = _catch_sigint(self._on_sigint)
         it = iter(self.run)
         window = self.window
         try:
-            with CaptureProgress(self.captures, _progress_console()) as progress:
+            with CaptureProgress(self.captures, err) as progress:
                 while not self.interrupted:
                     self._in_decode = True
                     try:
@@ -122,25 +121,6 @@ class Reading:
         """After the report: say the reading was cut short, and exit 130."""
         if self.interrupted:
             interrupted_exit(self.last_frame)
-
-
-class _NoTerminal:
-    """What CaptureProgress asks of a console where no bar can be drawn: whether it is a terminal."""
-
-    is_terminal = False
-
-
-def _progress_console():
-    """stderr's console for the progress bar; where rich would not take stderr for a terminal (a pipe, a file:
-    no TTY_COMPATIBLE=1 or FORCE_COLOR saying otherwise), no console at all, and no rich imported for one."""
-    env = os.environ
-    try:
-        tty = sys.stderr.isatty()
-    except (AttributeError, ValueError):  # no stderr, or a closed one
-        tty = False
-    if tty or env.get("TTY_COMPATIBLE") == "1" or env.get("FORCE_COLOR"):
-        return error_console()
-    return _NoTerminal()
 
 
 def _catch_sigint(handler):
