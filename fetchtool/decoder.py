@@ -54,7 +54,7 @@ class DecodeRun:
     label ("cap.pcap+2"); the report lists every file. Other files are decoded each on its own."""
 
     def __init__(self, paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None,
-                 in_child: bool = True):
+                 in_child: bool = True, rows: bool = True):
         self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         self.ports = None if ports is None else frozenset(int(p) for p in ports)
         self.report = DecodeReport()
@@ -67,6 +67,9 @@ class DecodeRun:
         # and reassembly are forked (capture/streams.py), and the Kafka layer runs here. (The decoding child
         # forks that reader in turn: three processes, the two decoding halves sharing the second core.)
         self.in_child = in_child
+        # False: the Fetch exchanges' partition tuples may be stand-ins that only count (protocol/_fetch_flex.py),
+        # for a consumer that uses their counts alone (`decode --format jsonl`): the rows' fields are not made.
+        self.rows = rows
 
     def __iter__(self) -> Iterator[Exchange | OrphanResponse]:
         if self.in_child and worth_a_child(*self.paths):
@@ -91,7 +94,7 @@ class DecodeRun:
             events = stream_set_events(reads, runs=True)
             try:
                 yield from decode_events(events, set_label(names), self.ports, self.report, self._topic_names,
-                                          self.ended)
+                                          self.ended, self.rows)
             except (CaptureError, OSError) as exc:  # the reader process stopped: the set's files are not all read
                 unreadable(unreadable_line(exc))
             finally:
@@ -113,10 +116,10 @@ class DecodeRun:
 
 
 def decode_capture(paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None,
-                   in_child: bool = True) -> DecodeRun:
+                   in_child: bool = True, rows: bool = True) -> DecodeRun:
     """Decode capture files. `ports`: the brokers' ports (else each connection's broker side is detected).
-    `in_child`: see DecodeRun.in_child."""
-    return DecodeRun(paths, ports, in_child)
+    `in_child`, `rows`: see DecodeRun."""
+    return DecodeRun(paths, ports, in_child, rows)
 
 
 def decode_events(
@@ -126,16 +129,18 @@ def decode_events(
     report: DecodeReport | None = None,
     topic_names: dict[str, dict[str, str]] | None = None,
     ended: list[int] | None = None,
+    rows: bool = True,
 ) -> Iterator[Exchange | OrphanResponse]:
     """The protocol half on its own: stream events (of one file) in, items out in request order. ``ended``: where
-    to append the id of each connection that closed once its last item has been yielded."""
+    to append the id of each connection that closed once its last item has been yielded. ``rows``: see
+    DecodeRun.rows."""
     report = report if report is not None else DecodeReport()
     pending: list[tuple[int, int, int]] = []  # heap of (request frame, conn, correlation id) awaiting responses
     resolved: dict[tuple[int | None, int, int], int] = {}
     ready: list[tuple[tuple[int | None, int, int], int, object]] = []
     seq = 0
     ctx = DecodeContext(file, report, ports, topic_names if topic_names is not None else {},
-                        lambda key: heapq.heappush(pending, key))
+                        lambda key: heapq.heappush(pending, key), rows)
     conns: dict[int, KafkaConnection] = {}
     detecting: set[KafkaConnection] = set()  # connections still holding events back
 

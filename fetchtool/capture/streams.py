@@ -257,14 +257,21 @@ def _send(out, paths: list, files: list[list]) -> None:
         descs.clear()
         data.clear()
 
+    numbered = endpoints.get
+
     def put(ev, payload=None, at: int = -1) -> None:
         kind = type(ev)
         if kind is StreamData:
             d = ev.data
+            src, dst = ev.src, ev.dst
+            # both endpoints numbered already (nearly every packet): no call to ep()
+            a, b = numbered(src), numbered(dst)
+            if a is None or b is None:
+                a, b = ep(src), ep(dst, src)
             if d is payload and at >= 0:  # the segment's bytes as captured: the parent reads them itself
-                descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst, ev.src), ev.frame, ev.ts, len(d), at))
+                descs.append(pack(_DATA, ev.conn, a, b, ev.frame, ev.ts, len(d), at))
             else:  # released out-of-order data, a trimmed retransmission: its bytes travel in the batch
-                descs.append(pack(_DATA, ev.conn, ep(ev.src), ep(ev.dst, ev.src), ev.frame, ev.ts, len(d), -1))
+                descs.append(pack(_DATA, ev.conn, a, b, ev.frame, ev.ts, len(d), -1))
                 data.append(d)
         elif kind is StreamGap:
             descs.append(pack(_GAP, ev.conn, ep(ev.src), ep(ev.dst, ev.src), ev.frame, ev.ts, ev.lost_bytes, -1))

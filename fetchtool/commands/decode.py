@@ -65,7 +65,9 @@ def main(
         bad_option("--master needs --engine spark")
     if format is None and out is None:
         format = Format.jsonl
-    reading = Reading(captures, port, window, decode_in_child=False)  # the Kafka layer here: see Reading
+    # The Kafka layer here (see Reading). JSONL and the table show each exchange's counts, never a partition's
+    # fields: only the Parquet tables need the rows made.
+    reading = Reading(captures, port, window, decode_in_child=False, rows=out is not None)
     tables = None
     if out is not None:
         from fetchtool.pipeline.tables import ParquetTables

@@ -32,16 +32,17 @@ INTERRUPTED = 130
 
 class Reading:
     def __init__(self, captures: list[Path], ports: list[int] | None, window: TimeWindow | None = None,
-                 decode_in_child: bool = True) -> None:
+                 decode_in_child: bool = True, rows: bool = True) -> None:
         """`decode_in_child`: a large capture is decoded whole in a forked child, for a command whose own work
         on the items is the larger half (analyze, sessions, savings, simulate, replay); `decode`, whose writing
-        is lighter than the Kafka layer, keeps only the reading in the child (decoder.DecodeRun.in_child)."""
+        is lighter than the Kafka layer, keeps only the reading in the child (decoder.DecodeRun.in_child).
+        `rows=False`: the exchanges' partition tuples only count (decoder.DecodeRun.rows)."""
         from fetchtool.decoder import decode_capture
 
         self.captures = captures
         self.ports = ports or None
         self.window = window or TimeWindow()
-        self.run = decode_capture([str(p) for p in captures], self.ports, in_child=decode_in_child)
+        self.run = decode_capture([str(p) for p in captures], self.ports, in_child=decode_in_child, rows=rows)
         self.exchanges = 0      # Fetch / FetchSnapshot exchanges kept (inside the window)
         self.seen = 0           # ... and before the window
         self.first_ts: float | None = None

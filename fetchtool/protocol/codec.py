@@ -178,11 +178,13 @@ def decodes_response(api_key: int, version: int) -> bool:
     return api_key == METADATA and 10 <= version <= 13
 
 
-def decode_request(api_key: int, version: int, body, topic_names: Mapping[str, str] | None = None):
+def decode_request(api_key: int, version: int, body, topic_names: Mapping[str, str] | None = None,
+                   rows: bool = True):
     """FetchRequestBody for Fetch/FetchSnapshot, ClientSoftware for ApiVersions v3+; else UnsupportedApi.
-    Any bytes that do not decode raise CodecError, never anything else."""
+    Any bytes that do not decode raise CodecError, never anything else. `rows=False`: a Fetch body's partition
+    entries may be stand-ins that only count (_fetch_flex: for a caller that writes counts alone)."""
     try:
-        return _decode_request(api_key, version, body, topic_names)
+        return _decode_request(api_key, version, body, topic_names, rows)
     except CodecError:
         raise
     except Exception as exc:  # noqa: BLE001  (a library's reader failing on damaged bytes in its own way)
@@ -197,7 +199,7 @@ def _unsupported(api_key: int, version: int, kind: str) -> UnsupportedApi:
     return UnsupportedApi(f"{api_name(api_key)} v{version} {kind}: a version fetchtool does not decode")
 
 
-def _decode_request(api_key: int, version: int, body, topic_names):
+def _decode_request(api_key: int, version: int, body, topic_names, rows: bool = True):
     if api_key == FETCH:
         if version not in FETCH_VERSIONS:
             raise _unsupported(api_key, version, "request")
@@ -205,7 +207,7 @@ def _decode_request(api_key: int, version: int, body, topic_names):
             from ._fetch_flex import read_request
 
             try:
-                return read_request(body, version, topic_names)
+                return read_request(body, version, topic_names, rows)
             except CodecError as exc:  # damaged beyond doubt (an array count past the end): no fallback
                 raise CodecError(f"Fetch v{version} request: {exc}") from None
             except Exception:  # noqa: BLE001  (not the plain shape, or damaged: kio and kafka-python judge it)
@@ -237,18 +239,19 @@ def decode_response(
     body,
     topic_names: Mapping[str, str] | None = None,
     keep_records: bool = False,
+    rows: bool = True,
 ):
     """FetchResponseBody for Fetch/FetchSnapshot, TopicNames for Metadata v10+; else UnsupportedApi.
-    Any bytes that do not decode raise CodecError, never anything else."""
+    Any bytes that do not decode raise CodecError, never anything else. `rows=False`: as decode_request's."""
     try:
-        return _decode_response(api_key, version, body, topic_names, keep_records)
+        return _decode_response(api_key, version, body, topic_names, keep_records, rows)
     except CodecError:
         raise
     except Exception as exc:  # noqa: BLE001  (a library's reader failing on damaged bytes in its own way)
         raise _damaged(api_key, version, "response", exc) from None
 
 
-def _decode_response(api_key: int, version: int, body, topic_names, keep_records: bool):
+def _decode_response(api_key: int, version: int, body, topic_names, keep_records: bool, rows: bool = True):
     if api_key == FETCH:
         if version not in FETCH_VERSIONS:
             raise _unsupported(api_key, version, "response")
@@ -256,7 +259,7 @@ def _decode_response(api_key: int, version: int, body, topic_names, keep_records
             from ._fetch_flex import read_response
 
             try:
-                return read_response(body, version, topic_names, keep_records)
+                return read_response(body, version, topic_names, keep_records, rows)
             except CodecError as exc:  # damaged beyond doubt (an array count past the end): no fallback
                 raise CodecError(f"Fetch v{version} response: {exc}") from None
             except Exception:  # noqa: BLE001  (not the plain shape, or damaged: kio and kafka-python judge it)

@@ -59,6 +59,8 @@ class DecodeContext:
     ports: frozenset[int] | None = None
     topic_names: dict[str, dict[str, str]] = field(default_factory=dict)  # broker "ip:port" -> id -> name
     on_fetch_request: Callable[[tuple[int, int, int]], None] | None = None  # (frame, conn, corr) now pending
+    # False: the exchanges' partition tuples may be stand-ins good only for counting (decoder.DecodeRun.rows)
+    rows: bool = True
 
 
 @dataclass(slots=True)
@@ -358,7 +360,8 @@ class KafkaConnection:
         body = None
         if h.api_key in _SESSION_APIS or (h.api_key == API_VERSIONS and h.api_version >= 3):
             try:
-                body = codec.decode_request(h.api_key, h.api_version, fr.payload[h.body_offset:], self._names())
+                body = codec.decode_request(h.api_key, h.api_version, fr.payload[h.body_offset:], self._names(),
+                                            self.ctx.rows)
             except codec.UnsupportedApi as exc:
                 rep.warn("unsupported_version", f"frame {fr.frame}: {exc} (request from {self._client_s}, counted only)")
             except codec.CodecError as exc:
@@ -407,7 +410,7 @@ class KafkaConnection:
         """The response body, or None with a counted warning when it cannot be read."""
         try:
             off = response_body_offset(fr.payload, p.api_key, p.api_version)
-            return codec.decode_response(p.api_key, p.api_version, fr.payload[off:], names)
+            return codec.decode_response(p.api_key, p.api_version, fr.payload[off:], names, rows=self.ctx.rows)
         except (codec.CodecError, HeaderError) as exc:
             self.ctx.report.warn("malformed_response", f"frame {fr.frame}: {exc}")
             return None

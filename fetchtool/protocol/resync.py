@@ -27,26 +27,36 @@ import re
 from struct import Struct
 
 from .framing import MAX_FRAME
-from .headers import APIS, VERSION_SLACK, plausible_request_start
+from .headers import APIS, CONTROLLED_SHUTDOWN, MAX_CLIENT_ID, VERSION_SLACK, plausible_request_start
 
 WAIT_LIMIT = 8 * 1024 * 1024
 PENDING_LOOKED_AT = 64
 RESCAN_EVERY_PACKET = 1024 * 1024
 LOOK_PAST = 16 * 1024  # how far past a waiting first-request candidate a better one is looked for
 _I32 = Struct(">i")
+_I16 = Struct(">h")
 _EXACT, _BROKEN, _SHORT = range(3)
 
 
 def _header_bytes() -> re.Pattern[bytes]:
     """Positions whose bytes could begin a plausible request at all (plausible_request_start says False
-    everywhere else): a size of at most MAX_FRAME, a known api key and a version below 256. Found by the regex
-    engine, so a scan judges a handful of candidates in Python instead of every byte."""
+    everywhere else): a size from 8 to MAX_FRAME, a known api key and a version below 256, and a client id
+    length from -1 to MAX_CLIENT_ID (ControlledShutdown v0 has none). Found by the regex engine, so a scan
+    judges a handful of candidates in Python instead of every byte (a Fetch request's partition entries, runs of
+    zero bytes and small numbers, would give a candidate every few bytes without the size's lower bound and
+    the client id's length)."""
     top_size = MAX_FRAME >> 24
     top_key = max(APIS)
     top_version = max(v for _name, v, _flex in APIS.values()) + VERSION_SLACK
-    assert top_size < 0x80 and top_key < 0x80 and top_version < 0x80, "the byte ranges below are too narrow"
-    return re.compile(b"(?=[\\x00-%s][\\s\\S]{3}\\x00[\\x00-%s]\\x00[\\x00-%s])"
-                      % (re.escape(bytes([top_size])), re.escape(bytes([top_key])), re.escape(bytes([top_version]))))
+    top_id = MAX_CLIENT_ID >> 8
+    assert 0 < top_size < 0x80 and top_key < 0x80 and top_version < 0x80 and 0 < top_id < 0x80, \
+        "the byte ranges below are too narrow"
+    size = (b"(?:[\\x01-%s][\\s\\S]{3}|\\x00[\\x01-\\xff][\\s\\S]{2}|\\x00\\x00[\\x01-\\xff][\\s\\S]"
+            b"|\\x00\\x00\\x00[\\x08-\\xff])" % re.escape(bytes([top_size])))
+    client_id = b"(?:[\\x00-%s][\\s\\S]|\\xff\\xff)" % re.escape(bytes([top_id]))  # -1, or up to top_id * 256 + 255
+    v0 = re.escape(_I16.pack(CONTROLLED_SHUTDOWN) + _I16.pack(0))
+    return re.compile(b"(?=%s(?:\\x00[\\x00-%s]\\x00[\\x00-%s][\\s\\S]{4}%s|%s))"
+                      % (size, re.escape(bytes([top_key])), re.escape(bytes([top_version])), client_id, v0))
 
 
 _CANDIDATES = _header_bytes()
@@ -100,15 +110,18 @@ class FirstRequestScan:
     at all. While a candidate waits, the framer calls again with every packet, with the same bytes and more
     after them: a position's plausibility depends only on its own 14 bytes, and a chain that broke stays broken
     (more bytes after it change none of the links before the break), so only the chains from plausible
-    positions that have not broken are followed again, and only the new bytes are searched. Any other call
-    (other bytes, another start) is a fresh scan. Same answers as scan_first_request, call for call."""
+    positions that have not broken are followed again, and only the new bytes are searched. A chain short of
+    the end is the same short chain until the bytes reach the end it needs (a Fetch request's partition entries
+    hold thousands of positions that read as a long frame's header): it is followed again only then. Any other
+    call (other bytes, another start) is a fresh scan. Same answers as scan_first_request, call for call."""
 
-    __slots__ = ("_start", "_head", "_plausible", "_judged")
+    __slots__ = ("_start", "_head", "_plausible", "_until", "_judged")
 
     def __init__(self) -> None:
         self._start = -1
         self._head = b""  # the bytes the remembered judgements were made on
         self._plausible: list[int] = []  # plausible positions in [start, judged), in order
+        self._until: list[int] = []  # for each, the end before which its chain is still the same short one
         self._judged = 0
 
     def __call__(self, raw: bytes, start: int):
@@ -120,9 +133,9 @@ class FirstRequestScan:
             return 0, 0
         last = end - 14  # from here on plausible_request_start cannot tell yet
         if start == self._start and self._head and raw.startswith(self._head):
-            plausible, judged = self._plausible, self._judged
+            plausible, until, judged = self._plausible, self._until, self._judged
         else:
-            plausible, judged = [], start
+            plausible, until, judged = [], [], start
         waiting: tuple[None, int, int] | None = None
         found: tuple[int, int] | tuple[None, int, int] | None = None
         broke = False
@@ -130,7 +143,11 @@ class FirstRequestScan:
             if waiting is not None and p > waiting[1] + LOOK_PAST:
                 found = waiting
                 break
-            kind, _links, need = _request_chain(raw, p, end)
+            if end < until[i]:
+                kind, need = _SHORT, until[i] - p
+            else:
+                kind, _links, need = _request_chain(raw, p, end)
+                until[i] = p + need
             if kind == _EXACT:
                 found = p, p
                 break
@@ -140,6 +157,7 @@ class FirstRequestScan:
                 plausible[i] = -1
                 broke = True
         if broke:
+            until = [u for p, u in zip(plausible, until) if p >= 0]
             plausible = [p for p in plausible if p >= 0]
         if found is None:
             for m in _CANDIDATES.finditer(raw, judged):
@@ -158,15 +176,17 @@ class FirstRequestScan:
                     break
                 if kind != _BROKEN:
                     plausible.append(p)
+                    until.append(p + need)
                     if kind == _SHORT and waiting is None and need <= WAIT_LIMIT:
                         waiting = None, p, 0
             if found is None:
                 judged = max(judged, last + 1)  # every position up to `last` was searched
         if found is not None and found[0] is not None:
-            self._start, self._plausible, self._judged, self._head = -1, [], 0, b""  # framing starts: forget
-            return found
-        self._start, self._plausible, self._judged = start, plausible, judged
-        self._head = raw[:judged + 13] if judged > start else b""
+            self._start, self._plausible, self._until, self._judged, self._head = -1, [], [], 0, b""  # forget
+            return found  # framing starts
+        self._start, self._plausible, self._until, self._judged = start, plausible, until, judged
+        # every byte the remembered chains were followed over: a call with other bytes there is a fresh scan
+        self._head = raw[:end] if judged > start else b""
         if found is not None:
             return found
         # Every position before max(start, last + 1) was judged; the first one not judged needs more bytes.

@@ -110,3 +110,29 @@ def test_a_waiting_first_request_is_framed_with_the_packet_that_completes_it():
     assert answers[-1] == (len(cut), len(cut))
     assert answers[0] == (None, len(cut), 0)  # the whole one's header seen, its end not yet
     assert all(a == reference_first_request(raw[:n], 0) for a, n in zip(answers, range(1448, len(raw), 1448)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from([0, 0, 1, 7, 8, 0x10, 0x11, 0xFF]), st.integers(0, 255)), max_size=400)
+       .map(bytes))
+def test_the_candidate_search_misses_no_plausible_request_header(raw):
+    # The regex that picks the positions the scan judges must find every position plausible_request_start
+    # accepts (sizes of 8 and more, client id lengths -1 to MAX_CLIENT_ID, ControlledShutdown v0 without one).
+    from fetchtool.protocol.framing import MAX_FRAME
+    from fetchtool.protocol.headers import plausible_request_start
+    from fetchtool.protocol.resync import _CANDIDATES
+
+    found = {m.start() for m in _CANDIDATES.finditer(raw)}
+    plausible = {p for p in range(len(raw)) if plausible_request_start(raw, p, MAX_FRAME)}
+    assert plausible <= found
+
+
+def test_the_candidate_search_finds_the_edges_of_what_is_plausible():
+    from fetchtool.protocol.framing import MAX_FRAME
+    from fetchtool.protocol.headers import MAX_CLIENT_ID
+    from fetchtool.protocol.resync import _CANDIDATES
+
+    for size, key, version, id_len in ((8, 7, 0, 0x7777), (10, 1, 12, -1), (MAX_FRAME, 1, 12, MAX_CLIENT_ID),
+                                       (10 + MAX_CLIENT_ID, 92, 3, MAX_CLIENT_ID), (8, 0, 0, 0)):
+        raw = pack(">ihhih", size, key, version, 1, id_len)
+        assert _CANDIDATES.match(raw), (size, key, version, id_len)
