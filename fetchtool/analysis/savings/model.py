@@ -67,6 +67,7 @@ _records_size = attrgetter("records_size")
 _diverging_epoch = attrgetter("diverging_epoch")
 _records_bytes = attrgetter("records_bytes")
 _aborted = attrgetter("aborted_transactions")
+_client_key = tuple.__new__   # (ClientKey, (name, partition)): ClientKey(name, partition) without its Python __new__
 
 
 class ByteSums:
@@ -217,7 +218,7 @@ class StreamModel:
             tid = uuid.UUID(topic_id) if ids and topic_id else ZERO_UUID
             # The client keys its session by name; a v13+ capture may only show the id.
             name = topic if topic is not None else (topic_id or "")
-            ck = ClientKey(name, partition)
+            ck = _client_key(ClientKey, (name, partition))
             tip = EngineKey(tid, name, partition)
             part = self.parts.get(tip)
             if part is None:
