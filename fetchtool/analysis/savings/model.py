@@ -603,7 +603,9 @@ _FULL_MEMO: dict[tuple, tuple[int, int]] = {}   # (veq, client id, replica id, r
 def _full_sizes(shape: tuple, keys: list) -> tuple[int, int]:
     """The full request's frame size and its response's topic entries, for the wire keys of the wanted partitions
     in order; ``shape``: (version, client id, replica id, rack id)."""
-    return size.request_frame_size(*shape, keys), size.response_topics_size(shape[0], keys)
+    version, client_id, replica_id, rack = shape
+    return (size.request_frame_size(version, client_id, replica_id, rack, keys),
+            size.response_topics_size(version, keys))
 
 
 def _scalable(request: int, response: int, empty: tuple[int, int], records: int, missing: bool) -> int:
