@@ -21,6 +21,7 @@ import operator
 import random
 import uuid
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import compress, groupby
 from operator import attrgetter, eq, itemgetter, ne
 from typing import TypeGuard, cast
@@ -412,15 +413,7 @@ class StreamModel:
                 full_req, full_topics = _full_sizes(shape, [tips[tp].topic_id for tp in order] if ids
                                                     else [tp.topic for tp in order])
             else:
-                # By name they depend on the client keys alone: remembered across models (the connections of a
-                # session storm, a model each, all fetch the same few partitions).
-                memo_key = (shape, *order)
-                sizes = _FULL_MEMO.get(memo_key)
-                if sizes is None:
-                    if len(_FULL_MEMO) >= _FULL_MEMO_ENTRIES:
-                        _FULL_MEMO.clear()
-                    sizes = _FULL_MEMO[memo_key] = _full_sizes(shape, [tp.topic for tp in order])
-                full_req, full_topics = sizes
+                full_req, full_topics = _full_sizes_by_name(shape, tuple(order))
             self._full_cache = (order, shape, full_req, full_topics)
         if not forgotten and len(to_send) == len(order) and list(to_send) == order:
             inc_req = full_req    # the session sends every wanted partition, in order: the full request's entries
@@ -595,9 +588,7 @@ class StreamModel:
         return LOST, "churn"                  # a new session again without ever going incremental
 
 
-_FULL_MEMO_KEYS = 64        # full requests of at most this many partitions have their sizes remembered by name
-_FULL_MEMO_ENTRIES = 1024   # ... up to this many lists of them
-_FULL_MEMO: dict[tuple, tuple[int, int]] = {}   # (veq, client id, replica id, rack, *client keys) -> _full_sizes
+_FULL_MEMO_KEYS = 64   # full requests of at most this many partitions have their sizes remembered by name
 
 
 def _full_sizes(shape: tuple, keys: list) -> tuple[int, int]:
@@ -606,6 +597,13 @@ def _full_sizes(shape: tuple, keys: list) -> tuple[int, int]:
     version, client_id, replica_id, rack = shape
     return (size.request_frame_size(version, client_id, replica_id, rack, keys),
             size.response_topics_size(version, keys))
+
+
+@lru_cache(maxsize=1024)
+def _full_sizes_by_name(shape: tuple, order: tuple[ClientKey, ...]) -> tuple[int, int]:
+    """_full_sizes by name, where they depend on the client keys alone: remembered across models (the connections
+    of a session storm, a model each, all fetch the same few partitions)."""
+    return _full_sizes(shape, [tp.topic for tp in order])
 
 
 def _scalable(request: int, response: int, empty: tuple[int, int], records: int, missing: bool) -> int:
