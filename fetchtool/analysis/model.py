@@ -217,13 +217,15 @@ class ClientSummary:
         return f"{one_line(self.client_id or '?')}@{self.host}"  # a newline in a client id forges no line
 
     def to_json(self) -> dict:
-        d = asdict(self)
-        d.pop("traffic")
-        d["addresses"] = list(self.addresses[:JSON_LIST])
+        # field by field, as asdict would (its deep copy walked every address and session of a client of
+        # 100,000 connections, to keep JSON_LIST of them)
+        d = {"client_id": self.client_id, "host": self.host, "addresses": list(self.addresses[:JSON_LIST]),
+             "brokers": list(self.brokers), "software": list(self.software),
+             "fetch_versions": dict(self.fetch_versions), "request_kinds": dict(self.request_kinds),
+             "exchanges": self.exchanges,
+             "sessions": [{"broker": b, "session_id": s} for b, s in self.sessions[:JSON_LIST]],
+             "errors": dict(self.errors)}
         d["client"] = self.addresses[0] if self.addresses else self.host
-        d["brokers"] = list(self.brokers)
-        d["software"] = list(self.software)
-        d["sessions"] = [{"broker": b, "session_id": s} for b, s in self.sessions[:JSON_LIST]]
         # a client of 100,000 connections: the first JSON_LIST of each list, and how many there are (extension)
         if len(self.addresses) > JSON_LIST:
             d["addresses_total"] = len(self.addresses)

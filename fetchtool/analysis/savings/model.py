@@ -21,6 +21,7 @@ import operator
 import random
 import uuid
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import compress, groupby
 from operator import attrgetter, eq, itemgetter, ne
 from typing import TypeGuard, cast
@@ -67,6 +68,7 @@ _records_size = attrgetter("records_size")
 _diverging_epoch = attrgetter("diverging_epoch")
 _records_bytes = attrgetter("records_bytes")
 _aborted = attrgetter("aborted_transactions")
+_client_key = tuple.__new__   # (ClientKey, (name, partition)): ClientKey(name, partition) without its Python __new__
 
 
 class ByteSums:
@@ -217,7 +219,7 @@ class StreamModel:
             tid = uuid.UUID(topic_id) if ids and topic_id else ZERO_UUID
             # The client keys its session by name; a v13+ capture may only show the id.
             name = topic if topic is not None else (topic_id or "")
-            ck = ClientKey(name, partition)
+            ck = _client_key(ClientKey, (name, partition))
             tip = EngineKey(tid, name, partition)
             part = self.parts.get(tip)
             if part is None:
@@ -401,22 +403,26 @@ class StreamModel:
         client_id, replica_id, rack = ex.client_id, ex.replica_id, ex.rack_id
         ids = veq >= 13   # the wire key of a topic: its id from v13, else its name
         tips = self.tips
-        if ids:
-            inc_req = size.request_frame_size(veq, client_id, replica_id, rack,
-                                              [tips[tp].topic_id for tp in to_send], [t.topic_id for t in forgotten])
-        else:
-            inc_req = size.request_frame_size(veq, client_id, replica_id, rack,
-                                              [tp.topic for tp in to_send], [t.topic for t in forgotten])
         # The full request's size, and its response's topic entries, depend only on which partitions are wanted,
         # in which order.
         order = list(wanted)
         shape = (veq, client_id, replica_id, rack)
         cached_order, cached_shape, full_req, full_topics = self._full_cache
         if cached_shape != shape or cached_order != order:
-            full_keys = [tips[tp].topic_id for tp in order] if ids else [tp.topic for tp in order]
-            full_req = size.request_frame_size(veq, client_id, replica_id, rack, full_keys)
-            full_topics = size.response_topics_size(veq, full_keys)
+            if ids or len(order) > _FULL_MEMO_KEYS:
+                full_req, full_topics = _full_sizes(shape, [tips[tp].topic_id for tp in order] if ids
+                                                    else [tp.topic for tp in order])
+            else:
+                full_req, full_topics = _full_sizes_by_name(shape, tuple(order))
             self._full_cache = (order, shape, full_req, full_topics)
+        if not forgotten and len(to_send) == len(order) and list(to_send) == order:
+            inc_req = full_req    # the session sends every wanted partition, in order: the full request's entries
+        elif ids:
+            inc_req = size.request_frame_size(veq, client_id, replica_id, rack,
+                                              [tips[tp].topic_id for tp in to_send], [t.topic_id for t in forgotten])
+        else:
+            inc_req = size.request_frame_size(veq, client_id, replica_id, rack,
+                                              [tp.topic for tp in to_send], [t.topic for t in forgotten])
         if (version == veq and kind != INCREMENTAL and not ex.forgotten_partitions
                 and len(ex.request_partitions) == len(order)):
             reenc_req = full_req      # a full request re-sizes as the full equivalent: same entries, same order
@@ -580,6 +586,24 @@ class StreamModel:
         if first or self.full_since_incremental == 1:
             return LOST, "session_start"
         return LOST, "churn"                  # a new session again without ever going incremental
+
+
+_FULL_MEMO_KEYS = 64   # full requests of at most this many partitions have their sizes remembered by name
+
+
+def _full_sizes(shape: tuple, keys: list) -> tuple[int, int]:
+    """The full request's frame size and its response's topic entries, for the wire keys of the wanted partitions
+    in order; ``shape``: (version, client id, replica id, rack id)."""
+    version, client_id, replica_id, rack = shape
+    return (size.request_frame_size(version, client_id, replica_id, rack, keys),
+            size.response_topics_size(version, keys))
+
+
+@lru_cache(maxsize=1024)
+def _full_sizes_by_name(shape: tuple, order: tuple[ClientKey, ...]) -> tuple[int, int]:
+    """_full_sizes by name, where they depend on the client keys alone: remembered across models (the connections
+    of a session storm, a model each, all fetch the same few partitions)."""
+    return _full_sizes(shape, [tp.topic for tp in order])
 
 
 def _scalable(request: int, response: int, empty: tuple[int, int], records: int, missing: bool) -> int:

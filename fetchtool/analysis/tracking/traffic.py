@@ -83,9 +83,26 @@ class TrafficStats:
 
 
 def merged(cells) -> TrafficStats:
+    """The cells added up (TrafficStats.merge over them, in one loop: a broker of 100,000 sessions has as many)."""
     out = TrafficStats()
+    counts = out.latency.counts
+    get = counts.get
+    fetches = empty = checked = early = 0
+    times = []
     for c in cells:
-        out.merge(c)
+        fetches += c.fetches
+        empty += c.empty
+        checked += c.checked
+        early += c.early
+        if c.first_ts is not None:
+            times.append(c.first_ts)
+        if c.last_ts is not None:
+            times.append(c.last_ts)
+        for i, n in c.latency.counts.items():
+            counts[i] = get(i, 0) + n
+    out.fetches, out.empty, out.checked, out.early = fetches, empty, checked, early
+    if times:
+        out.first_ts, out.last_ts = min(times), max(times)
     return out
 
 
