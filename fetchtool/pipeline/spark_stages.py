@@ -33,7 +33,7 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from itertools import groupby, islice
 
 from fetchtool.analysis.tracking.tracker import host_of
@@ -44,6 +44,7 @@ from fetchtool.decoding.items import plain, rebuilt
 from fetchtool.exchange import Exchange
 from fetchtool.protocol.connection import OrphanResponse
 from fetchtool.protocol.report import DecodeReport
+from fetchtool.sessions.metadata import FINAL_EPOCH
 
 # Stage 1's rows. `kind` is "item" (one Exchange / OrphanResponse) or "facts" (one per task); `client` is an
 # exchange's "host|client id" (the savings are estimated per broker and client), None for an orphan response. The sort key of an
@@ -100,6 +101,8 @@ class TaskFacts:
     brokers: Counter = field(default_factory=Counter)  # items per broker
     groups: Counter = field(default_factory=Counter)  # exchanges per (broker, client)
     partition_rows: int = 0  # the partitions table's rows of the exchanges kept
+    # exchanges per (broker, client) that the tracker may count as sessionless (a superset: may_be_sessionless)
+    sessionless: Counter = field(default_factory=Counter)
 
 
 # -- items across the shuffle --------------------------------------------------------------------------------
@@ -269,6 +272,13 @@ def bucket_filter(bucket: int, buckets: int, kept: set | None = None):
     return keep
 
 
+def may_be_sessionless(ex: Exchange) -> bool:
+    """Whether the tracker could count this exchange as sessionless (a full request with epoch -1 and no session
+    id, or any Fetch below v7): a superset, so that every pair the findings ask the savings about is known before
+    the analysis (the SESSIONLESS_CLIENT finding reads the savings estimate of the sessionless pairs only)."""
+    return ex.api_version < 7 or (not ex.session_id and ex.session_epoch in (None, FINAL_EPOCH))
+
+
 def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> Iterator[tuple]:
     """Stage 1 for one task: item rows (ITEM_COLUMNS), then one facts row."""
     from fetchtool.capture.reassembly import TcpReassembler
@@ -331,6 +341,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     rows: list[tuple] = []
     brokers: Counter = Counter()
     groups: Counter = Counter()
+    sessionless: Counter = Counter()
     partition_rows = 0
     seq = 0
     for it in decode_events(events(), plan.label, ports, report, _Names(now, learnt)):
@@ -351,6 +362,8 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
             if isinstance(it, Exchange):
                 client = f"{host_of(it.client)}|{it.client_id or ''}"
                 groups[(it.broker, client)] += 1
+                if may_be_sessionless(it):
+                    sessionless[(it.broker, client)] += 1
                 partition_rows += (len(it.request_partitions) + len(it.forgotten_partitions)
                                    + len(it.response_partitions or ()))
             rows.append(("item", it.broker, client, plan.set_idx, frame, plan.task, it.conn, it.correlation_id, seq,
@@ -361,7 +374,8 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
         seq += 1
     yield from rows
     facts = TaskFacts(plan.task, plan.set_idx, [(frame, i) for i, frame in enumerate(firsts, 1)], learnt, named,
-                      report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers, groups, partition_rows)
+                      report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers, groups, partition_rows,
+                      sessionless)
     yield ("facts", None, None, plan.set_idx, None, plan.task, None, None, None, pickle.dumps(facts, pickle.HIGHEST_PROTOCOL))
 
 
@@ -418,6 +432,24 @@ def _with_names(ex: Exchange, known: dict | None, set_idx: int) -> Exchange:
     return replace(ex, request_partitions=req, forgotten_partitions=fgt, response_partitions=rsp)
 
 
+_EXCHANGE_CONN = [f.name for f in fields(Exchange)].index("conn")
+_ORPHAN_CONN = [f.name for f in fields(OrphanResponse)].index("conn")
+
+
+def finished_item(blob: bytes, set_idx: int, gid: int, names: dict):
+    """item_of(blob) finished (finish_item) in one step: the run-wide connection id goes into the plain tuple
+    before the item is made, not into a copy of it."""
+    if blob[:1] != _MARSHAL:
+        return finish_item(item_of(blob), set_idx, gid, names)
+    record = marshal.loads(memoryview(blob)[1:])
+    head = record[0]
+    at = _ORPHAN_CONN if len(record) == 1 else _EXCHANGE_CONN
+    it = rebuilt(((*head[:at], gid, *head[at + 1:]), *record[1:]))
+    if names and type(it) is Exchange:
+        return _with_names(it, names.get(it.broker), set_idx)
+    return it
+
+
 def finished_items(batches, conn_ids: dict, names: dict) -> Iterator[tuple[str, tuple, object]]:
     """Stage 1's item rows (Arrow batches, in order) -> (broker, run-wide sort key, finished item)."""
     for batch in batches:
@@ -426,7 +458,7 @@ def finished_items(batches, conn_ids: dict, names: dict) -> Iterator[tuple[str, 
                 cols["broker"], cols["set"], cols["frame"], cols["task"], cols["conn"], cols["corr"], cols["seq"],
                 cols["blob"]):
             gid = conn_ids[(task, conn)]
-            yield broker, (set_idx, frame, gid, corr, seq), finish_item(item_of(blob), set_idx, gid, names)
+            yield broker, (set_idx, frame, gid, corr, seq), finished_item(blob, set_idx, gid, names)
 
 
 def spark_hash_int(value: int, seed: int = 42) -> int:
@@ -466,8 +498,11 @@ def broker_slots(counts: Counter, partitions: int) -> dict[str, int]:
 
 
 # -- stage 2 ----------------------------------------------------------------------------------------------------
-PART_SCHEMA = "broker string, part binary"
-SAVINGS_SCHEMA = "key binary, part binary, cpu_s double"
+# What stage 2's tasks send the driver: a savings estimate ("savings": key = its group's first sort key, pickled)
+# or a broker's part ("broker": key = the broker's name); both kinds can come from one job.
+RESULT_COLUMNS = ("what", "key", "part", "cpu_s")
+RESULT_TYPES = ("string", "binary", "binary", "float64")
+RESULT_SCHEMA = "what string, key binary, part binary, cpu_s double"
 
 
 def savings_stage(conn_ids: dict, names: dict, savings_of):
@@ -483,8 +518,8 @@ def savings_stage(conn_ids: dict, names: dict, savings_of):
             first: list = []
             savings = estimate_savings(_noting_first(group, first), savings_of)
             spent, cpu = time.process_time() - cpu, time.process_time()
-            yield _batch(("key", "part", "cpu_s"), ("binary", "binary", "float64"),
-                         [(pickle.dumps(first[0]), pickle.dumps(savings, pickle.HIGHEST_PROTOCOL), spent)])
+            yield _batch(RESULT_COLUMNS, RESULT_TYPES, [("savings", pickle.dumps(first[0]),
+                                                         pickle.dumps(savings, pickle.HIGHEST_PROTOCOL), spent)])
 
     return run
 
@@ -506,8 +541,10 @@ def _with_client(batches, conn_ids: dict, names: dict):
 
 
 def analysis_stage(conn_ids: dict, names: dict, last_ts: float | None, cache_slots, cache_shards, savings_of,
-                   per_pair: dict | None = None):
-    """mapInArrow function: one broker's item rows (sorted by broker, then SORT_KEY) -> one pickled BrokerPart."""
+                   per_pair: dict | None = None, sessionless: dict[str, set[str]] | None = None):
+    """mapInArrow function: one broker's item rows (sorted by broker, then SORT_KEY) -> one pickled BrokerPart.
+    The savings were estimated before (``per_pair``: their per-pair sums) or are being estimated at the same
+    time (``sessionless``: broker -> the clients whose sums the findings may read, estimated here)."""
     from .spark_merge import analyze_broker
 
     def run(batches):
@@ -517,9 +554,11 @@ def analysis_stage(conn_ids: dict, names: dict, last_ts: float | None, cache_slo
         for broker, group in groupby(items, key=lambda bki: bki[0]):
             part = analyze_broker(broker, ((key, it) for _b, key, it in group), last_ts, cache_slots,
                                   cache_shards, savings_of,
-                                  None if per_pair is None else {k: v for k, v in per_pair.items() if k[2] == broker})
+                                  None if per_pair is None else {k: v for k, v in per_pair.items() if k[2] == broker},
+                                  None if sessionless is None else sessionless.get(broker, set()))
             part.cpu_s, cpu = time.process_time() - cpu, time.process_time()
-            yield _batch(("broker", "part"), ("string", "binary"), [(broker, pickle.dumps(part, pickle.HIGHEST_PROTOCOL))])
+            yield _batch(RESULT_COLUMNS, RESULT_TYPES, [("broker", broker.encode(),
+                                                         pickle.dumps(part, pickle.HIGHEST_PROTOCOL), part.cpu_s)])
 
     return run
 
