@@ -14,6 +14,7 @@ name order (as `mergecap -a` would number them); for one file they are Wireshark
 from __future__ import annotations
 
 import glob
+import marshal
 import os
 from collections import Counter
 import pickle
@@ -243,14 +244,16 @@ class _Decoded:
         cores = max(1, spark.sparkContext.defaultParallelism)
         counts = sorted(tuple(r) for r in map_in_arrow(spark.range(0, n_files, 1, min(n_files, 4 * cores)),
                                                           st.count_stage(files), st.COUNT_SCHEMA).collect())
-        sets = rotated_sets(files, {i: (first, last) for i, _n, first, last, _e in counts})
+        sets = rotated_sets(files, {i: (first, last) for i, _n, first, last, _e, _f in counts})
         names = [os.path.basename(f.rstrip("/")) for f in files]
         offsets: dict[int, int] = {}
         ends: dict[int, tuple[int, float]] = {}  # set -> (last frame, last ts)
         members: dict[int, list[int]] = {}
         errors: list[tuple[int, str, int]] = []
-        for idx, packets, _first, last_ts, error in counts:
+        weights: dict[int, Counter] = {}  # set -> flow key -> sampled bytes
+        for idx, packets, _first, last_ts, error, flows in counts:
             s = sets[idx]
+            weights.setdefault(s, Counter()).update(marshal.loads(flows))
             frame, ts = ends.get(s, (0, 0.0))
             offsets[idx] = frame
             ends[s] = (frame + packets, max(ts, last_ts) if last_ts is not None else ts)
@@ -266,9 +269,10 @@ class _Decoded:
         plans: list[st.TaskPlan] = []
         for s, idxs in sorted(members.items()):
             label = set_label([names[i] for i in idxs])
+            assigned = st.spread_flows(weights[s], buckets)
             for b in range(buckets):
                 plans.append(st.TaskPlan(len(plans), s, b, buckets, tuple((i, files[i], offsets[i]) for i in idxs),
-                                         label, *ends[s]))
+                                         label, *ends[s], assigned))
         ports = None if ports is None else frozenset(int(p) for p in ports)
         decoded = map_in_arrow(spark.range(0, len(plans), 1, len(plans)), st.decode_stage(plans, ports, window),
                                st.ITEM_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)

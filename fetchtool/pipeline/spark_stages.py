@@ -39,6 +39,7 @@ from itertools import groupby, islice
 from fetchtool.analysis.tracking.tracker import host_of
 from fetchtool.capture.events import ConnectionClosed
 from fetchtool.capture.packets import CaptureStats, iter_segments
+from fetchtool.capture.links import NOT_TCP, LinkDecoder, link_decoder, parse_tcp
 from fetchtool.capture.reader import CaptureError, read_records, unreadable_line
 from fetchtool.decoding.items import plain, rebuilt
 from fetchtool.exchange import Exchange
@@ -71,6 +72,9 @@ class TaskPlan:
     label: str
     end_frame: int  # the set's last frame and time: where the reassembler finishes
     end_ts: float
+    # flow key (flow_key) -> its bucket, for the set's heaviest flows (spread by their sampled bytes, stage 0);
+    # every other flow goes by its hash (flow_bucket)
+    assigned: dict[bytes, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -189,23 +193,41 @@ def _error_line(exc: Exception, copy: _LocalCopy, path: str) -> str:
 
 
 # -- stage 0 ----------------------------------------------------------------------------------------------------
-COUNT_SCHEMA = "idx long, packets long, first_ts double, last_ts double, error string"
+COUNT_SCHEMA = "idx long, packets long, first_ts double, last_ts double, error string, flows binary"
+SAMPLE_EVERY = 8  # stage 0 weighs the flows by the bytes of every 8th packet (its headers walked, not decoded)
+FLOWS_PER_FILE = 256  # the heaviest flows a file reports
 
 
 def count_packets(idx: int, path: str) -> tuple:
-    """(index, packets, first ts, last ts, error or None): rotated sets and their frame offsets come from these."""
+    """(index, packets, first ts, last ts, error or None, flows): rotated sets and their frame offsets come from
+    these; `flows` (marshal of {flow key: sampled bytes}, the file's heaviest flows) lets the driver spread a
+    set's flows over its buckets by weight."""
     packets, first_ts, last_ts, error = 0, None, None, None
+    weights: Counter = Counter()
+    decoders: dict[int, LinkDecoder | None] = {}
     copy = _LocalCopy(path)
     try:
         with copy as local:
-            for _frame, ts, *_rest in read_records(local, Counter()):
+            for _frame, ts, linktype, _iface, buf, off, caplen, origlen in read_records(local, Counter()):
                 packets += 1
                 if first_ts is None:
                     first_ts = ts
                 last_ts = ts
+                if packets % SAMPLE_EVERY:
+                    continue
+                decode = decoders.get(linktype, False)
+                if decode is False:
+                    decode = decoders[linktype] = link_decoder(linktype)
+                if decode is None:
+                    continue
+                end = off + caplen
+                ip = decode(buf, off, end)
+                tcp = parse_tcp(buf, ip, end, off + origlen) if ip >= 0 else NOT_TCP
+                if type(tcp) is not int:
+                    weights[flow_key(*tcp[:3])] += caplen
     except (CaptureError, OSError) as exc:
         error = _error_line(exc, copy, path)
-    return idx, packets, first_ts, last_ts, error
+    return idx, packets, first_ts, last_ts, error, marshal.dumps(dict(weights.most_common(FLOWS_PER_FILE)))
 
 
 def count_stage(files: list[str]):
@@ -215,10 +237,24 @@ def count_stage(files: list[str]):
         for batch in batches:
             rows = [count_packets(i, files[i]) for i in batch.column(0).to_pylist()]
             if rows:
-                yield _batch(("idx", "packets", "first_ts", "last_ts", "error"),
-                             ("int64", "int64", "float64", "float64", "string"), rows)
+                yield _batch(("idx", "packets", "first_ts", "last_ts", "error", "flows"),
+                             ("int64", "int64", "float64", "float64", "string", "binary"), rows)
 
     return run
+
+
+def spread_flows(weights: Counter, buckets: int, most: int = 4 * FLOWS_PER_FILE) -> dict[bytes, int]:
+    """A set's heaviest flows (flow key -> sampled bytes) -> their buckets: each, heaviest first, to the bucket
+    with the fewest bytes so far, so that a few big flows do not land in one task as their hashes fall."""
+    if buckets < 2:
+        return {}
+    load = [0] * buckets
+    out = {}
+    for key, w in sorted(weights.most_common(most), key=lambda kw: (-kw[1], kw[0])):
+        b = min(range(buckets), key=lambda i: (load[i], i))
+        load[b] += w
+        out[key] = b
+    return out
 
 
 # -- stage 1 ----------------------------------------------------------------------------------------------------
@@ -247,22 +283,30 @@ class _BrokerNames(dict):
         super().update(names)
 
 
-def flow_bucket(addrs: bytes, sport: int, dport: int, buckets: int) -> int:
-    """The bucket of a TCP flow, from the raw header fields iter_segments' keep_flow gets (the source and
-    destination addresses' bytes, the ports): the same for both directions and in every process."""
-    if buckets == 1:
-        return 0
+def flow_key(addrs: bytes, sport: int, dport: int) -> bytes:
+    """A TCP flow's key, from the raw header fields iter_segments' keep_flow gets (the source and destination
+    addresses' bytes, the ports): the same for both directions."""
     half = len(addrs) // 2
     a, b = addrs[:half] + sport.to_bytes(2, "big"), addrs[half:] + dport.to_bytes(2, "big")
-    return zlib.crc32(a + b if a <= b else b + a) % buckets
+    return a + b if a <= b else b + a
 
 
-def bucket_filter(bucket: int, buckets: int, kept: set | None = None):
+def flow_bucket(addrs: bytes, sport: int, dport: int, buckets: int, assigned: dict | None = None) -> int:
+    """The bucket of a TCP flow: `assigned` to one (spread_flows), else by the hash of its key, the same in
+    every process."""
+    if buckets == 1:
+        return 0
+    key = flow_key(addrs, sport, dport)
+    bucket = assigned.get(key) if assigned else None
+    return zlib.crc32(key) % buckets if bucket is None else bucket
+
+
+def bucket_filter(bucket: int, buckets: int, kept: set | None = None, assigned: dict | None = None):
     """iter_segments' keep_flow for one bucket: True for the flows of `bucket` (each kept flow is added to
-    `kept`, once per direction, as its address-and-ports bytes)."""
+    `kept`, once per direction, as its address-and-ports bytes). `assigned`: see flow_bucket."""
 
     def keep(addrs: bytes, sport: int, dport: int) -> bool:
-        if flow_bucket(addrs, sport, dport, buckets) != bucket:
+        if flow_bucket(addrs, sport, dport, buckets, assigned) != bucket:
             return False
         if kept is not None:
             half = len(addrs) // 2
@@ -294,7 +338,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     named: list = []  # (client, frame): where this task's clients named their software
     files: list[FileStats] = []
     flows: set[frozenset] = set()  # the flows this task kept
-    keep = bucket_filter(plan.bucket, plan.buckets, flows)
+    keep = bucket_filter(plan.bucket, plan.buckets, flows, plan.assigned)
 
     def _first(ev):
         # decode_events numbers connections in order of their first data/gap event: remember where that was.
