@@ -215,16 +215,16 @@ def count_packets(idx: int, path: str) -> tuple:
                 last_ts = ts
                 if packets % SAMPLE_EVERY:
                     continue
-                decode = decoders.get(linktype, False)
-                if decode is False:
-                    decode = decoders[linktype] = link_decoder(linktype)
+                if linktype not in decoders:
+                    decoders[linktype] = link_decoder(linktype)
+                decode = decoders[linktype]
                 if decode is None:
                     continue
                 end = off + caplen
                 ip = decode(buf, off, end)
                 tcp = parse_tcp(buf, ip, end, off + origlen) if ip >= 0 else NOT_TCP
-                if type(tcp) is not int:
-                    weights[flow_key(*tcp[:3])] += caplen
+                if not isinstance(tcp, int):
+                    weights[flow_key(tcp[0], tcp[1], tcp[2])] += caplen
     except (CaptureError, OSError) as exc:
         error = _error_line(exc, copy, path)
     return idx, packets, first_ts, last_ts, error, marshal.dumps(dict(weights.most_common(FLOWS_PER_FILE)))
