@@ -113,23 +113,36 @@ class TaskFacts:
 # An item is written once (stage 1) and read by both later stages, so its form is what the shuffle costs in
 # Python: marshal of the plain tuples the decoding child sends too (fetchtool.decoding.items), ~3x cheaper to
 # write and ~1.5x cheaper to read than a pickle (whose named tuples are made one Python __new__ call each). An
-# item with a value marshal cannot write is pickled.
-_MARSHAL, _PICKLE = b"m", b"p"
+# item with a value marshal cannot write is pickled. The marshal bytes are LZ4-compressed (pyarrow's codec):
+# 3.7x fewer bytes for the JVMs to cache, shuffle and sort (bench1g: 134 -> 36 MB; a local[1] JVM's CPU on it
+# 4.8 -> 2.7 s) for 0.16 s of Python CPU each way.
+_LZ4, _PICKLE = b"z", b"p"
 
 
 def item_blob(it) -> bytes:
     """An Exchange or OrphanResponse as the bytes stage 1 writes (item_of reads them back, equal)."""
     try:
-        return _MARSHAL + marshal.dumps(plain(it))
+        raw = marshal.dumps(plain(it))
     except ValueError:  # a value marshal does not know: pickle says the same
         return _PICKLE + pickle.dumps(it, pickle.HIGHEST_PROTOCOL)
+    import pyarrow as pa
+
+    return _LZ4 + len(raw).to_bytes(4, "little") + pa.compress(raw, codec="lz4_raw", asbytes=True)
+
+
+def _record(blob: bytes):
+    """The plain tuples an LZ4 blob holds."""
+    import pyarrow as pa
+
+    return marshal.loads(pa.decompress(memoryview(blob)[5:], decompressed_size=int.from_bytes(blob[1:5], "little"),
+                                       codec="lz4_raw", asbytes=True))
 
 
 def item_of(blob: bytes):
     """The item item_blob wrote."""
-    if blob[:1] != _MARSHAL:
+    if blob[:1] != _LZ4:
         return pickle.loads(memoryview(blob)[1:])
-    return rebuilt(marshal.loads(memoryview(blob)[1:]))
+    return rebuilt(_record(blob))
 
 
 def _batch(columns: tuple[str, ...], types: tuple[str, ...], rows: list[tuple]):
@@ -483,9 +496,9 @@ _ORPHAN_CONN = [f.name for f in fields(OrphanResponse)].index("conn")
 def finished_item(blob: bytes, set_idx: int, gid: int, names: dict):
     """item_of(blob) finished (finish_item) in one step: the run-wide connection id goes into the plain tuple
     before the item is made, not into a copy of it."""
-    if blob[:1] != _MARSHAL:
+    if blob[:1] != _LZ4:
         return finish_item(item_of(blob), set_idx, gid, names)
-    record = marshal.loads(memoryview(blob)[1:])
+    record = _record(blob)
     head = record[0]
     at = _ORPHAN_CONN if len(record) == 1 else _EXCHANGE_CONN
     it = rebuilt(((*head[:at], gid, *head[at + 1:]), *record[1:]))
