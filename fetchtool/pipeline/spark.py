@@ -4,9 +4,10 @@
     analysis = analyze_spark(["day/broker-*.pcap*"], master="spark://head:7077")   # same Analysis as polars
     report = decode_spark(["day/"], "out/")   # out/exchanges.parquet/, out/partitions.parquet/ (Spark datasets)
 
-Stages (fetchtool.pipeline.spark_stages, spark_merge): count packets per file -> TCP segments per file, shuffled
-by flow -> per flow, in frame order across rotated files: TcpReassembler + decode_events -> run-wide connection
-ids and topic names -> per broker, in request order: tracker + findings + savings -> merged on the driver.
+Stages (fetchtool.pipeline.spark_stages, spark_merge): count packets per file (and weigh its flows) -> per
+rotated set and flow bucket, in frame order across the set's files: TcpReassembler + decode_events -> run-wide
+connection ids and topic names -> in request order, in one job: the savings per broker and client, and per
+broker the tracker + findings -> merged on the driver.
 The cores are the polars engine's; only the grouping is Spark's. Frames count on across the files in natural
 name order (as `mergecap -a` would number them); for one file they are Wireshark's.
 """

@@ -1,18 +1,24 @@
 """The Spark engine's executor-side stages: plain Python functions over Arrow batches (no pyspark import here).
 
-Stage 0 (per file): count packets, so every file gets its frame offset in its rotated set, and the set's end.
+Stage 0 (per file): count packets, so every file gets its frame offset in its rotated set, and the set's end;
+         weigh the file's flows by the bytes of every 8th packet.
 Stage 1 (per set and flow bucket): one task reads the set's files in order and makes TCP segments of its
-         bucket's flows only (a flow's bucket is a stable hash of its addresses and ports, taken from the raw
-         headers: iter_segments' keep_flow), feeding them straight to the same sans-IO cores the embedded engine
-         runs: TcpReassembler -> decode_events. Segments and their payloads never leave the task that read them:
-         a set's headers are walked once per bucket (the cheap part), and no payload byte crosses a shuffle. Out come Arrow rows: one per Exchange / OrphanResponse (its sort key
-         and broker as columns, the item serialised once), plus one row of facts the driver needs to make
+         bucket's flows only (the set's heaviest flows are spread over the buckets by weight, the others go by a
+         stable hash of their addresses and ports, taken from the raw headers: iter_segments' keep_flow), feeding
+         them straight to the same sans-IO cores the embedded engine runs: TcpReassembler -> decode_events.
+         Segments and their payloads never leave the task that read them: a set's headers are walked once per
+         bucket (the cheap part), and no payload byte crosses a shuffle. Out come Arrow rows: one per Exchange /
+         OrphanResponse (its sort key and broker as columns, the item serialised once, LZ4-compressed), plus
+         one row of facts the driver needs to make
          run-wide numbering agree with one sequential decode: where each connection's first event is
          (connection ids), which Metadata named which topic ids when (topic names), counters, file statistics.
-Stage 2 (per broker): the broker's items in request order (sorted by Spark on the key columns) -> the item's
-         run-wide connection id and topic names -> SessionTracker + FindingsEngine + SavingsEstimator.
-         Sessions are broker-scoped (Kafka's cache lives in one broker), so a broker is the natural group;
-         clients, savings and findings are merged on the driver (fetchtool.pipeline.spark_merge).
+Stage 2 (per broker and client: savings; per broker: the rest), the items in request order (sorted by Spark on
+         the key columns) -> the item's run-wide connection id and topic names -> SavingsEstimator per (broker,
+         client) group; SessionTracker + FindingsEngine per broker. Sessions are broker-scoped (Kafka's cache
+         lives in one broker), so a broker is the natural group; the savings' state is per client stream, so
+         they split further. Both kinds of task run in one job unless many exchanges may be sessionless (the
+         findings then wait for the savings' sums). Clients, savings and findings are merged on the driver
+         (fetchtool.pipeline.spark_merge).
 
 Rotated sets (fetchtool.capture.rotation: the rule both engines share, applied by the driver to stage 0's time
 spans): files of one directory whose names differ only in digits (tcpdump -C: cap.pcap, cap.pcap1, ...) and whose
