@@ -4,9 +4,10 @@
     analysis = analyze_spark(["day/broker-*.pcap*"], master="spark://head:7077")   # same Analysis as polars
     report = decode_spark(["day/"], "out/")   # out/exchanges.parquet/, out/partitions.parquet/ (Spark datasets)
 
-Stages (fetchtool.pipeline.spark_stages, spark_merge): count packets per file -> TCP segments per file, shuffled
-by flow -> per flow, in frame order across rotated files: TcpReassembler + decode_events -> run-wide connection
-ids and topic names -> per broker, in request order: tracker + findings + savings -> merged on the driver.
+Stages (fetchtool.pipeline.spark_stages, spark_merge): count packets per file (and weigh its flows) -> per
+rotated set and flow bucket, in frame order across the set's files: TcpReassembler + decode_events -> run-wide
+connection ids and topic names -> in request order, in one job: the savings per broker and client, and per
+broker the tracker + findings -> merged on the driver.
 The cores are the polars engine's; only the grouping is Spark's. Frames count on across the files in natural
 name order (as `mergecap -a` would number them); for one file they are Wireshark's.
 """
@@ -14,6 +15,7 @@ name order (as `mergecap -a` would number them); for one file they are Wireshark
 from __future__ import annotations
 
 import glob
+import marshal
 import os
 from collections import Counter
 import pickle
@@ -243,14 +245,16 @@ class _Decoded:
         cores = max(1, spark.sparkContext.defaultParallelism)
         counts = sorted(tuple(r) for r in map_in_arrow(spark.range(0, n_files, 1, min(n_files, 4 * cores)),
                                                           st.count_stage(files), st.COUNT_SCHEMA).collect())
-        sets = rotated_sets(files, {i: (first, last) for i, _n, first, last, _e in counts})
+        sets = rotated_sets(files, {i: (first, last) for i, _n, first, last, _e, _f in counts})
         names = [os.path.basename(f.rstrip("/")) for f in files]
         offsets: dict[int, int] = {}
         ends: dict[int, tuple[int, float]] = {}  # set -> (last frame, last ts)
         members: dict[int, list[int]] = {}
         errors: list[tuple[int, str, int]] = []
-        for idx, packets, _first, last_ts, error in counts:
+        weights: dict[int, Counter] = {}  # set -> flow key -> sampled bytes
+        for idx, packets, _first, last_ts, error, flows in counts:
             s = sets[idx]
+            weights.setdefault(s, Counter()).update(marshal.loads(flows))
             frame, ts = ends.get(s, (0, 0.0))
             offsets[idx] = frame
             ends[s] = (frame + packets, max(ts, last_ts) if last_ts is not None else ts)
@@ -266,9 +270,10 @@ class _Decoded:
         plans: list[st.TaskPlan] = []
         for s, idxs in sorted(members.items()):
             label = set_label([names[i] for i in idxs])
+            assigned = st.spread_flows(weights[s], buckets)
             for b in range(buckets):
                 plans.append(st.TaskPlan(len(plans), s, b, buckets, tuple((i, files[i], offsets[i]) for i in idxs),
-                                         label, *ends[s]))
+                                         label, *ends[s], assigned))
         ports = None if ports is None else frozenset(int(p) for p in ports)
         decoded = map_in_arrow(spark.range(0, len(plans), 1, len(plans)), st.decode_stage(plans, ports, window),
                                st.ITEM_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
@@ -372,11 +377,19 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
     sc = spark.sparkContext
     conn_ids, names = sc.broadcast(d.conn_ids), sc.broadcast(d.names)
     savings_of = savings_filter(client, broker)
-    # The savings first, per broker and client (most of the analysis' work, and it splits: its state is per
-    # client stream), on every core; then the per-broker pass, whose findings read the savings' per-pair sums.
+    # The savings per broker and client (most of the analysis' work, and it splits: its state is per client
+    # stream), on every core; the per-broker pass (tracker, findings), one task a broker. The findings read the
+    # savings' per-pair sums of sessionless clients only: when stage 1 saw few exchanges that may be sessionless,
+    # a broker's task estimates those pairs itself and both run as one job (no stage waits for the other, and
+    # the cores take the tasks as they come); else the savings first, then the brokers with their sums.
     groups: Counter = Counter()
+    maybe: Counter = Counter()
+    counts: Counter = Counter()
     for f in d.facts:
         groups.update(f.groups)
+        maybe.update(f.sessionless)
+        counts.update(f.brokers)
+    together = sum(maybe.values()) * SESSIONLESS_SHARE <= sum(groups.values())
     n = max(1, min(len(groups), 4 * d.cores))
     exchanges = d.items.filter(F.col("client").isNotNull())
     if len(groups) <= 64:
@@ -385,38 +398,51 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
         spread = keyed.repartition(n, "slot").drop("slot")
     else:
         spread = exchanges.repartition(n, "broker", "client")
+    n_savings = n
 
     def savings_stage(batches):
         return st.savings_stage(conn_ids.value, names.value, savings_of)(batches)
 
-    rows = map_in_arrow(spread.sortWithinPartitions("broker", "client", *st.SORT_KEY), savings_stage,
-                        st.SAVINGS_SCHEMA).collect()
-    estimates = sorted(((pickle.loads(r["key"]), pickle.loads(r["part"])) for r in rows),
-                       key=lambda ke: ke[0])  # merged in order of first sight, as one pass fills its dicts
-    savings = [e for _k, e in estimates]
-    per_pair = merged_savings(savings).per_pair
-    t1 = time.perf_counter()
-    if progress:
-        progress(f"estimated the savings of {len(groups):,} client-broker pair{'s' if len(groups) != 1 else ''} "
-                 f"in {t1 - t:.1f} s ({n} tasks, CPU s: {sum(r['cpu_s'] for r in rows):.1f})")
-
-    def stage(batches):
-        return st.analysis_stage(conn_ids.value, names.value, last_ts, cache_slots, cache_shards, savings_of,
-                                 per_pair)(batches)
-
+    savings_df = map_in_arrow(spread.sortWithinPartitions("broker", "client", *st.SORT_KEY), savings_stage,
+                              st.RESULT_SCHEMA)
     # One partition per broker (as many as there are cores, at most): a broker is one ordered pass.
-    counts: Counter = Counter()
-    for f in d.facts:
-        counts.update(f.brokers)
     n = max(1, min(len(counts), 4 * d.cores))
     keyed = d.items.withColumn("slot", _lookup(F.col("broker"), st.broker_slots(counts, n)))
-    rows = map_in_arrow(keyed.repartition(n, "slot").sortWithinPartitions("broker", *st.SORT_KEY).drop("slot"),
-                        stage, st.PART_SCHEMA).collect()
-    parts = [pickle.loads(r["part"]) for r in rows]
+    by_broker = keyed.repartition(n, "slot").sortWithinPartitions("broker", *st.SORT_KEY).drop("slot")
+
+    def brokers_df(per_pair, sessionless):
+        def stage(batches):
+            return st.analysis_stage(conn_ids.value, names.value, last_ts, cache_slots, cache_shards, savings_of,
+                                     per_pair, sessionless)(batches)
+
+        return map_in_arrow(by_broker, stage, st.RESULT_SCHEMA)
+
+    if together:
+        sessionless: dict[str, set[str]] = {}
+        for b, c in maybe:
+            sessionless.setdefault(b, set()).add(c)
+        # the brokers' tasks first: each is longer than a savings task, and the scheduler takes them in order
+        rows = brokers_df(None, sessionless).union(savings_df).collect()
+    else:
+        rows = savings_df.collect()
+    estimates = sorted(((pickle.loads(r["key"]), pickle.loads(r["part"]), r["cpu_s"]) for r in rows
+                        if r["what"] == "savings"),
+                       key=lambda kec: kec[0])  # merged in order of first sight, as one pass fills its dicts
+    savings = [e for _k, e, _c in estimates]
+    t1 = time.perf_counter()
+    pairs = f"the savings of {len(groups):,} client-broker pair{'s' if len(groups) != 1 else ''}"
+    savings_cpu = f"{sum(c for _k, _e, c in estimates):.1f}"
+    if not together:
+        if progress:
+            progress(f"estimated {pairs} in {t1 - t:.1f} s ({n_savings} tasks, CPU s: {savings_cpu})")
+        rows = brokers_df(merged_savings(savings).per_pair, None).collect()
+    parts = [pickle.loads(r["part"]) for r in rows if r["what"] == "broker"]
     t2 = time.perf_counter()
     if progress:
-        progress(f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''} in {t2 - t1:.1f} s (CPU s: "
-                 f"{' '.join(f'{p.cpu_s:.1f}' for p in parts)})")
+        brokers = f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''}"
+        cpu = " ".join(f"{p.cpu_s:.1f}" for p in parts)
+        progress(f"{brokers} and estimated {pairs} in {t2 - t:.1f} s ({len(parts)} + {n_savings} tasks, CPU s: "
+                 f"{cpu} + {savings_cpu})" if together else f"{brokers} in {t2 - t1:.1f} s (CPU s: {cpu})")
     analysis = filtered(merge(parts, d.report, cache_slots, cache_shards, savings), client, broker)
     conn_ids.unpersist()
     names.unpersist()
@@ -424,6 +450,9 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
         timings["per_broker_analysis_s"] = t2 - t
         timings["driver_merge_s"] = time.perf_counter() - t2
     return analysis
+
+
+SESSIONLESS_SHARE = 4  # the brokers' tasks estimate the sessionless pairs when they have at most 1/4 of the exchanges
 
 
 def _lookup(column, slots: dict):

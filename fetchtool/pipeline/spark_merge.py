@@ -10,6 +10,7 @@ were split across brokers.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from itertools import islice
 
@@ -19,7 +20,7 @@ from fetchtool.analysis.model import Analysis, ClientSummary, Finding
 from fetchtool.analysis.run import AnalysisPass, Kept, _Totals, kept_view
 from fetchtool.analysis.savings.estimator import SavingsEstimator
 from fetchtool.analysis.tracking.partition_errors import row_order
-from fetchtool.analysis.tracking.tracker import SessionTracker, TrackedClient
+from fetchtool.analysis.tracking.tracker import SessionTracker, TrackedClient, host_of
 from fetchtool.analysis.tracking.traffic import TrafficStats
 from fetchtool.exchange import Exchange
 
@@ -75,6 +76,30 @@ class PairsOnly:
         return None
 
 
+class SessionlessPairs:
+    """In place of the SavingsEstimator when the savings are estimated apart and at the same time (per client:
+    `estimate_savings`): the broker's own pass estimates the (broker, client) groups that may be sessionless
+    (one SavingsEstimator each, fed as estimate_savings feeds it), which are the only pairs whose per-pair sums
+    the findings read (SESSIONLESS_CLIENT); every other exchange is skipped."""
+
+    def __init__(self, clients: Iterable[str], savings_of=None):
+        self.clients = frozenset(clients)
+        self.models: dict[str, SavingsEstimator] = {}
+        self.savings_of = savings_of
+
+    def feed(self, ex) -> None:
+        client = f"{host_of(ex.client)}|{ex.client_id or ''}"
+        if client in self.clients:
+            model = self.models.get(client)
+            if model is None:
+                model = self.models[client] = SavingsEstimator(only=self.savings_of)
+            model.feed(ex)
+
+    @property
+    def per_pair(self) -> dict:
+        return {k: v for m in self.models.values() for k, v in m.per_pair.items()}
+
+
 def estimate_savings(items, savings_of=None) -> SavingsEstimator:
     """The savings of one (broker, client) group's exchanges, in request order: a SavingsEstimator's state is
     per client stream, so groups add up to the one-pass estimate (SavingsEstimator.merge)."""
@@ -88,13 +113,18 @@ def estimate_savings(items, savings_of=None) -> SavingsEstimator:
 
 
 def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, cache_shards=None,
-                   savings_of=None, per_pair: dict | None = None) -> BrokerPart:
+                   savings_of=None, per_pair: dict | None = None, sessionless: Iterable[str] | None = None
+                   ) -> BrokerPart:
     """items: (sort key, Exchange | OrphanResponse) of one broker, in request order. ``savings_of``: which
     exchanges the savings count (fetchtool.analysis.run.savings_filter; None: all). ``per_pair``: the savings
-    were estimated apart (estimate_savings): their per-pair sums, for the findings; the part has no savings."""
+    were estimated apart (estimate_savings): their per-pair sums, for the findings; the part has no savings.
+    ``sessionless``: the savings are being estimated apart, and these clients ("host|client id") of the broker
+    may be sessionless: their per-pair sums are estimated here (SessionlessPairs); the part has no savings."""
     run = AnalysisPass(cache_slots, cache_shards, savings_of)
     if per_pair is not None:
         run.savings = PairsOnly(per_pair)  # type: ignore[assignment]  # duck-typed: feed() and per_pair only
+    elif sessionless is not None:
+        run.savings = SessionlessPairs(sessionless, savings_of)  # type: ignore[assignment]  # duck-typed, too
     run.engine.last_ts = last_ts  # RESPONSE_MISSING compares with the end of the whole capture, not of this broker
     sessions = run.tracker.sessions
     first_seen: dict[int, tuple] = {}  # id(TrackedSession) -> sort key

@@ -1,18 +1,24 @@
 """The Spark engine's executor-side stages: plain Python functions over Arrow batches (no pyspark import here).
 
-Stage 0 (per file): count packets, so every file gets its frame offset in its rotated set, and the set's end.
+Stage 0 (per file): count packets, so every file gets its frame offset in its rotated set, and the set's end;
+         weigh the file's flows by the bytes of every 8th packet.
 Stage 1 (per set and flow bucket): one task reads the set's files in order and makes TCP segments of its
-         bucket's flows only (a flow's bucket is a stable hash of its addresses and ports, taken from the raw
-         headers: iter_segments' keep_flow), feeding them straight to the same sans-IO cores the embedded engine
-         runs: TcpReassembler -> decode_events. Segments and their payloads never leave the task that read them:
-         a set's headers are walked once per bucket (the cheap part), and no payload byte crosses a shuffle. Out come Arrow rows: one per Exchange / OrphanResponse (its sort key
-         and broker as columns, the item serialised once), plus one row of facts the driver needs to make
+         bucket's flows only (the set's heaviest flows are spread over the buckets by weight, the others go by a
+         stable hash of their addresses and ports, taken from the raw headers: iter_segments' keep_flow), feeding
+         them straight to the same sans-IO cores the embedded engine runs: TcpReassembler -> decode_events.
+         Segments and their payloads never leave the task that read them: a set's headers are walked once per
+         bucket (the cheap part), and no payload byte crosses a shuffle. Out come Arrow rows: one per Exchange /
+         OrphanResponse (its sort key and broker as columns, the item serialised once, LZ4-compressed), plus
+         one row of facts the driver needs to make
          run-wide numbering agree with one sequential decode: where each connection's first event is
          (connection ids), which Metadata named which topic ids when (topic names), counters, file statistics.
-Stage 2 (per broker): the broker's items in request order (sorted by Spark on the key columns) -> the item's
-         run-wide connection id and topic names -> SessionTracker + FindingsEngine + SavingsEstimator.
-         Sessions are broker-scoped (Kafka's cache lives in one broker), so a broker is the natural group;
-         clients, savings and findings are merged on the driver (fetchtool.pipeline.spark_merge).
+Stage 2 (per broker and client: savings; per broker: the rest), the items in request order (sorted by Spark on
+         the key columns) -> the item's run-wide connection id and topic names -> SavingsEstimator per (broker,
+         client) group; SessionTracker + FindingsEngine per broker. Sessions are broker-scoped (Kafka's cache
+         lives in one broker), so a broker is the natural group; the savings' state is per client stream, so
+         they split further. Both kinds of task run in one job unless many exchanges may be sessionless (the
+         findings then wait for the savings' sums). Clients, savings and findings are merged on the driver
+         (fetchtool.pipeline.spark_merge).
 
 Rotated sets (fetchtool.capture.rotation: the rule both engines share, applied by the driver to stage 0's time
 spans): files of one directory whose names differ only in digits (tcpdump -C: cap.pcap, cap.pcap1, ...) and whose
@@ -33,17 +39,19 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from itertools import groupby, islice
 
 from fetchtool.analysis.tracking.tracker import host_of
 from fetchtool.capture.events import ConnectionClosed
 from fetchtool.capture.packets import CaptureStats, iter_segments
+from fetchtool.capture.links import NOT_TCP, LinkDecoder, link_decoder, parse_tcp
 from fetchtool.capture.reader import CaptureError, read_records, unreadable_line
 from fetchtool.decoding.items import plain, rebuilt
 from fetchtool.exchange import Exchange
 from fetchtool.protocol.connection import OrphanResponse
 from fetchtool.protocol.report import DecodeReport
+from fetchtool.sessions.metadata import FINAL_EPOCH
 
 # Stage 1's rows. `kind` is "item" (one Exchange / OrphanResponse) or "facts" (one per task); `client` is an
 # exchange's "host|client id" (the savings are estimated per broker and client), None for an orphan response. The sort key of an
@@ -70,6 +78,9 @@ class TaskPlan:
     label: str
     end_frame: int  # the set's last frame and time: where the reassembler finishes
     end_ts: float
+    # flow key (flow_key) -> its bucket, for the set's heaviest flows (spread by their sampled bytes, stage 0);
+    # every other flow goes by its hash (flow_bucket)
+    assigned: dict[bytes, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -100,29 +111,44 @@ class TaskFacts:
     brokers: Counter = field(default_factory=Counter)  # items per broker
     groups: Counter = field(default_factory=Counter)  # exchanges per (broker, client)
     partition_rows: int = 0  # the partitions table's rows of the exchanges kept
+    # exchanges per (broker, client) that the tracker may count as sessionless (a superset: may_be_sessionless)
+    sessionless: Counter = field(default_factory=Counter)
 
 
 # -- items across the shuffle --------------------------------------------------------------------------------
 # An item is written once (stage 1) and read by both later stages, so its form is what the shuffle costs in
 # Python: marshal of the plain tuples the decoding child sends too (fetchtool.decoding.items), ~3x cheaper to
 # write and ~1.5x cheaper to read than a pickle (whose named tuples are made one Python __new__ call each). An
-# item with a value marshal cannot write is pickled.
-_MARSHAL, _PICKLE = b"m", b"p"
+# item with a value marshal cannot write is pickled. The marshal bytes are LZ4-compressed (pyarrow's codec):
+# 3.7x fewer bytes for the JVMs to cache, shuffle and sort (bench1g: 134 -> 36 MB; a local[1] JVM's CPU on it
+# 4.8 -> 2.7 s) for 0.16 s of Python CPU each way.
+_LZ4, _PICKLE = b"z", b"p"
 
 
 def item_blob(it) -> bytes:
     """An Exchange or OrphanResponse as the bytes stage 1 writes (item_of reads them back, equal)."""
     try:
-        return _MARSHAL + marshal.dumps(plain(it))
+        raw = marshal.dumps(plain(it))
     except ValueError:  # a value marshal does not know: pickle says the same
         return _PICKLE + pickle.dumps(it, pickle.HIGHEST_PROTOCOL)
+    import pyarrow as pa
+
+    return _LZ4 + len(raw).to_bytes(4, "little") + pa.compress(raw, codec="lz4_raw", asbytes=True)
+
+
+def _record(blob: bytes):
+    """The plain tuples an LZ4 blob holds."""
+    import pyarrow as pa
+
+    return marshal.loads(pa.decompress(memoryview(blob)[5:], decompressed_size=int.from_bytes(blob[1:5], "little"),
+                                       codec="lz4_raw", asbytes=True))
 
 
 def item_of(blob: bytes):
     """The item item_blob wrote."""
-    if blob[:1] != _MARSHAL:
+    if blob[:1] != _LZ4:
         return pickle.loads(memoryview(blob)[1:])
-    return rebuilt(marshal.loads(memoryview(blob)[1:]))
+    return rebuilt(_record(blob))
 
 
 def _batch(columns: tuple[str, ...], types: tuple[str, ...], rows: list[tuple]):
@@ -186,23 +212,41 @@ def _error_line(exc: Exception, copy: _LocalCopy, path: str) -> str:
 
 
 # -- stage 0 ----------------------------------------------------------------------------------------------------
-COUNT_SCHEMA = "idx long, packets long, first_ts double, last_ts double, error string"
+COUNT_SCHEMA = "idx long, packets long, first_ts double, last_ts double, error string, flows binary"
+SAMPLE_EVERY = 8  # stage 0 weighs the flows by the bytes of every 8th packet (its headers walked, not decoded)
+FLOWS_PER_FILE = 256  # the heaviest flows a file reports
 
 
 def count_packets(idx: int, path: str) -> tuple:
-    """(index, packets, first ts, last ts, error or None): rotated sets and their frame offsets come from these."""
+    """(index, packets, first ts, last ts, error or None, flows): rotated sets and their frame offsets come from
+    these; `flows` (marshal of {flow key: sampled bytes}, the file's heaviest flows) lets the driver spread a
+    set's flows over its buckets by weight."""
     packets, first_ts, last_ts, error = 0, None, None, None
+    weights: Counter = Counter()
+    decoders: dict[int, LinkDecoder | None] = {}
     copy = _LocalCopy(path)
     try:
         with copy as local:
-            for _frame, ts, *_rest in read_records(local, Counter()):
+            for _frame, ts, linktype, _iface, buf, off, caplen, origlen in read_records(local, Counter()):
                 packets += 1
                 if first_ts is None:
                     first_ts = ts
                 last_ts = ts
+                if packets % SAMPLE_EVERY:
+                    continue
+                if linktype not in decoders:
+                    decoders[linktype] = link_decoder(linktype)
+                decode = decoders[linktype]
+                if decode is None:
+                    continue
+                end = off + caplen
+                ip = decode(buf, off, end)
+                tcp = parse_tcp(buf, ip, end, off + origlen) if ip >= 0 else NOT_TCP
+                if not isinstance(tcp, int):
+                    weights[flow_key(tcp[0], tcp[1], tcp[2])] += caplen
     except (CaptureError, OSError) as exc:
         error = _error_line(exc, copy, path)
-    return idx, packets, first_ts, last_ts, error
+    return idx, packets, first_ts, last_ts, error, marshal.dumps(dict(weights.most_common(FLOWS_PER_FILE)))
 
 
 def count_stage(files: list[str]):
@@ -212,10 +256,24 @@ def count_stage(files: list[str]):
         for batch in batches:
             rows = [count_packets(i, files[i]) for i in batch.column(0).to_pylist()]
             if rows:
-                yield _batch(("idx", "packets", "first_ts", "last_ts", "error"),
-                             ("int64", "int64", "float64", "float64", "string"), rows)
+                yield _batch(("idx", "packets", "first_ts", "last_ts", "error", "flows"),
+                             ("int64", "int64", "float64", "float64", "string", "binary"), rows)
 
     return run
+
+
+def spread_flows(weights: Counter, buckets: int, most: int = 4 * FLOWS_PER_FILE) -> dict[bytes, int]:
+    """A set's heaviest flows (flow key -> sampled bytes) -> their buckets: each, heaviest first, to the bucket
+    with the fewest bytes so far, so that a few big flows do not land in one task as their hashes fall."""
+    if buckets < 2:
+        return {}
+    load = [0] * buckets
+    out = {}
+    for key, w in sorted(weights.most_common(most), key=lambda kw: (-kw[1], kw[0])):
+        b = min(range(buckets), key=lambda i: (load[i], i))
+        load[b] += w
+        out[key] = b
+    return out
 
 
 # -- stage 1 ----------------------------------------------------------------------------------------------------
@@ -244,22 +302,30 @@ class _BrokerNames(dict):
         super().update(names)
 
 
-def flow_bucket(addrs: bytes, sport: int, dport: int, buckets: int) -> int:
-    """The bucket of a TCP flow, from the raw header fields iter_segments' keep_flow gets (the source and
-    destination addresses' bytes, the ports): the same for both directions and in every process."""
-    if buckets == 1:
-        return 0
+def flow_key(addrs: bytes, sport: int, dport: int) -> bytes:
+    """A TCP flow's key, from the raw header fields iter_segments' keep_flow gets (the source and destination
+    addresses' bytes, the ports): the same for both directions."""
     half = len(addrs) // 2
     a, b = addrs[:half] + sport.to_bytes(2, "big"), addrs[half:] + dport.to_bytes(2, "big")
-    return zlib.crc32(a + b if a <= b else b + a) % buckets
+    return a + b if a <= b else b + a
 
 
-def bucket_filter(bucket: int, buckets: int, kept: set | None = None):
+def flow_bucket(addrs: bytes, sport: int, dport: int, buckets: int, assigned: dict | None = None) -> int:
+    """The bucket of a TCP flow: `assigned` to one (spread_flows), else by the hash of its key, the same in
+    every process."""
+    if buckets == 1:
+        return 0
+    key = flow_key(addrs, sport, dport)
+    bucket = assigned.get(key) if assigned else None
+    return zlib.crc32(key) % buckets if bucket is None else bucket
+
+
+def bucket_filter(bucket: int, buckets: int, kept: set | None = None, assigned: dict | None = None):
     """iter_segments' keep_flow for one bucket: True for the flows of `bucket` (each kept flow is added to
-    `kept`, once per direction, as its address-and-ports bytes)."""
+    `kept`, once per direction, as its address-and-ports bytes). `assigned`: see flow_bucket."""
 
     def keep(addrs: bytes, sport: int, dport: int) -> bool:
-        if flow_bucket(addrs, sport, dport, buckets) != bucket:
+        if flow_bucket(addrs, sport, dport, buckets, assigned) != bucket:
             return False
         if kept is not None:
             half = len(addrs) // 2
@@ -267,6 +333,13 @@ def bucket_filter(bucket: int, buckets: int, kept: set | None = None):
         return True
 
     return keep
+
+
+def may_be_sessionless(ex: Exchange) -> bool:
+    """Whether the tracker could count this exchange as sessionless (a full request with epoch -1 and no session
+    id, or any Fetch below v7): a superset, so that every pair the findings ask the savings about is known before
+    the analysis (the SESSIONLESS_CLIENT finding reads the savings estimate of the sessionless pairs only)."""
+    return ex.api_version < 7 or (not ex.session_id and ex.session_epoch in (None, FINAL_EPOCH))
 
 
 def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> Iterator[tuple]:
@@ -284,7 +357,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     named: list = []  # (client, frame): where this task's clients named their software
     files: list[FileStats] = []
     flows: set[frozenset] = set()  # the flows this task kept
-    keep = bucket_filter(plan.bucket, plan.buckets, flows)
+    keep = bucket_filter(plan.bucket, plan.buckets, flows, plan.assigned)
 
     def _first(ev):
         # decode_events numbers connections in order of their first data/gap event: remember where that was.
@@ -331,6 +404,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     rows: list[tuple] = []
     brokers: Counter = Counter()
     groups: Counter = Counter()
+    sessionless: Counter = Counter()
     partition_rows = 0
     seq = 0
     for it in decode_events(events(), plan.label, ports, report, _Names(now, learnt)):
@@ -351,6 +425,8 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
             if isinstance(it, Exchange):
                 client = f"{host_of(it.client)}|{it.client_id or ''}"
                 groups[(it.broker, client)] += 1
+                if may_be_sessionless(it):
+                    sessionless[(it.broker, client)] += 1
                 partition_rows += (len(it.request_partitions) + len(it.forgotten_partitions)
                                    + len(it.response_partitions or ()))
             rows.append(("item", it.broker, client, plan.set_idx, frame, plan.task, it.conn, it.correlation_id, seq,
@@ -361,7 +437,8 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
         seq += 1
     yield from rows
     facts = TaskFacts(plan.task, plan.set_idx, [(frame, i) for i, frame in enumerate(firsts, 1)], learnt, named,
-                      report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers, groups, partition_rows)
+                      report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers, groups, partition_rows,
+                      sessionless)
     yield ("facts", None, None, plan.set_idx, None, plan.task, None, None, None, pickle.dumps(facts, pickle.HIGHEST_PROTOCOL))
 
 
@@ -418,6 +495,24 @@ def _with_names(ex: Exchange, known: dict | None, set_idx: int) -> Exchange:
     return replace(ex, request_partitions=req, forgotten_partitions=fgt, response_partitions=rsp)
 
 
+_EXCHANGE_CONN = [f.name for f in fields(Exchange)].index("conn")
+_ORPHAN_CONN = [f.name for f in fields(OrphanResponse)].index("conn")
+
+
+def finished_item(blob: bytes, set_idx: int, gid: int, names: dict):
+    """item_of(blob) finished (finish_item) in one step: the run-wide connection id goes into the plain tuple
+    before the item is made, not into a copy of it."""
+    if blob[:1] != _LZ4:
+        return finish_item(item_of(blob), set_idx, gid, names)
+    record = _record(blob)
+    head = record[0]
+    at = _ORPHAN_CONN if len(record) == 1 else _EXCHANGE_CONN
+    it = rebuilt(((*head[:at], gid, *head[at + 1:]), *record[1:]))
+    if names and type(it) is Exchange:
+        return _with_names(it, names.get(it.broker), set_idx)
+    return it
+
+
 def finished_items(batches, conn_ids: dict, names: dict) -> Iterator[tuple[str, tuple, object]]:
     """Stage 1's item rows (Arrow batches, in order) -> (broker, run-wide sort key, finished item)."""
     for batch in batches:
@@ -426,7 +521,7 @@ def finished_items(batches, conn_ids: dict, names: dict) -> Iterator[tuple[str, 
                 cols["broker"], cols["set"], cols["frame"], cols["task"], cols["conn"], cols["corr"], cols["seq"],
                 cols["blob"]):
             gid = conn_ids[(task, conn)]
-            yield broker, (set_idx, frame, gid, corr, seq), finish_item(item_of(blob), set_idx, gid, names)
+            yield broker, (set_idx, frame, gid, corr, seq), finished_item(blob, set_idx, gid, names)
 
 
 def spark_hash_int(value: int, seed: int = 42) -> int:
@@ -466,8 +561,11 @@ def broker_slots(counts: Counter, partitions: int) -> dict[str, int]:
 
 
 # -- stage 2 ----------------------------------------------------------------------------------------------------
-PART_SCHEMA = "broker string, part binary"
-SAVINGS_SCHEMA = "key binary, part binary, cpu_s double"
+# What stage 2's tasks send the driver: a savings estimate ("savings": key = its group's first sort key, pickled)
+# or a broker's part ("broker": key = the broker's name); both kinds can come from one job.
+RESULT_COLUMNS = ("what", "key", "part", "cpu_s")
+RESULT_TYPES = ("string", "binary", "binary", "float64")
+RESULT_SCHEMA = "what string, key binary, part binary, cpu_s double"
 
 
 def savings_stage(conn_ids: dict, names: dict, savings_of):
@@ -483,8 +581,8 @@ def savings_stage(conn_ids: dict, names: dict, savings_of):
             first: list = []
             savings = estimate_savings(_noting_first(group, first), savings_of)
             spent, cpu = time.process_time() - cpu, time.process_time()
-            yield _batch(("key", "part", "cpu_s"), ("binary", "binary", "float64"),
-                         [(pickle.dumps(first[0]), pickle.dumps(savings, pickle.HIGHEST_PROTOCOL), spent)])
+            yield _batch(RESULT_COLUMNS, RESULT_TYPES, [("savings", pickle.dumps(first[0]),
+                                                         pickle.dumps(savings, pickle.HIGHEST_PROTOCOL), spent)])
 
     return run
 
@@ -506,8 +604,10 @@ def _with_client(batches, conn_ids: dict, names: dict):
 
 
 def analysis_stage(conn_ids: dict, names: dict, last_ts: float | None, cache_slots, cache_shards, savings_of,
-                   per_pair: dict | None = None):
-    """mapInArrow function: one broker's item rows (sorted by broker, then SORT_KEY) -> one pickled BrokerPart."""
+                   per_pair: dict | None = None, sessionless: dict[str, set[str]] | None = None):
+    """mapInArrow function: one broker's item rows (sorted by broker, then SORT_KEY) -> one pickled BrokerPart.
+    The savings were estimated before (``per_pair``: their per-pair sums) or are being estimated at the same
+    time (``sessionless``: broker -> the clients whose sums the findings may read, estimated here)."""
     from .spark_merge import analyze_broker
 
     def run(batches):
@@ -517,9 +617,11 @@ def analysis_stage(conn_ids: dict, names: dict, last_ts: float | None, cache_slo
         for broker, group in groupby(items, key=lambda bki: bki[0]):
             part = analyze_broker(broker, ((key, it) for _b, key, it in group), last_ts, cache_slots,
                                   cache_shards, savings_of,
-                                  None if per_pair is None else {k: v for k, v in per_pair.items() if k[2] == broker})
+                                  None if per_pair is None else {k: v for k, v in per_pair.items() if k[2] == broker},
+                                  None if sessionless is None else sessionless.get(broker, set()))
             part.cpu_s, cpu = time.process_time() - cpu, time.process_time()
-            yield _batch(("broker", "part"), ("string", "binary"), [(broker, pickle.dumps(part, pickle.HIGHEST_PROTOCOL))])
+            yield _batch(RESULT_COLUMNS, RESULT_TYPES, [("broker", broker.encode(),
+                                                         pickle.dumps(part, pickle.HIGHEST_PROTOCOL), part.cpu_s)])
 
     return run
 

@@ -9,7 +9,11 @@ import ipaddress
 from pathlib import Path
 
 from fetchtool.capture.packets import CaptureStats, iter_segments
-from fetchtool.pipeline.spark_stages import TaskPlan, bucket_filter, decode_task, flow_bucket, item_of
+import marshal
+from collections import Counter
+
+from fetchtool.pipeline.spark_stages import (TaskPlan, bucket_filter, count_packets, decode_task, flow_bucket,
+                                             flow_key, item_of, spread_flows)
 
 CAPTURES = Path(__file__).resolve().parents[2] / "captures"
 FOLLOWERS = CAPTURES / "kafka" / "cluster-followers.pcap"  # 125 TCP flows to 4 real Kafka 4.3 brokers
@@ -44,11 +48,36 @@ def test_a_flow_and_its_reply_share_a_bucket():
         assert flow_bucket(addrs, sport, dport, 5) == flow_bucket(addrs[half:] + addrs[:half], dport, sport, 5)
 
 
+def _weights() -> Counter:
+    """Stage 0's sampled bytes per flow of the capture."""
+    return Counter(marshal.loads(count_packets(0, str(FOLLOWERS))[-1]))
+
+
+def test_the_heaviest_flows_are_spread_over_the_buckets_by_their_bytes():
+    weights = _weights()
+    assert len(weights) > 20
+    assigned = spread_flows(weights, 3)
+    load = [0, 0, 0]
+    for key, bucket in assigned.items():
+        load[bucket] += weights[key]
+    # no bucket gets more than its share and one flow: a greedy spread, whatever the flows' hashes say
+    assert max(load) <= sum(load) / 3 + max(weights.values())
+    assert set(assigned) == set(weights)
+    for seg in iter_segments(FOLLOWERS):
+        addrs, sport, dport = _direction(seg)
+        key = flow_key(addrs, sport, dport)
+        if key in assigned:
+            assert flow_bucket(addrs, sport, dport, 3, assigned) == assigned[key]
+
+
 def test_the_buckets_together_decode_what_one_task_decodes():
-    def items(buckets: int) -> list:
+    assigned = spread_flows(_weights(), 3)
+
+    def items(buckets: int, spread: dict | None = None) -> list:
         out = []
         for bucket in range(buckets):
-            plan = TaskPlan(bucket, 0, bucket, buckets, ((0, str(FOLLOWERS), 0),), FOLLOWERS.name, 10**9, 2e9)
+            plan = TaskPlan(bucket, 0, bucket, buckets, ((0, str(FOLLOWERS), 0),), FOLLOWERS.name, 10**9, 2e9,
+                            spread or {})
             out.extend(item_of(row[-1]) for row in decode_task(plan, None) if row[0] == "item")
         # Connection ids are task-local and topic names learnt from another task's Metadata are filled in by the
         # driver (spark.py): compare what the task itself decodes.
@@ -60,3 +89,4 @@ def test_the_buckets_together_decode_what_one_task_decodes():
     one = items(1)
     assert len(one) > 1500
     assert items(3) == one
+    assert items(3, assigned) == one  # the heaviest flows spread by weight, the others by hash

@@ -1,7 +1,8 @@
 """Stage 1 writes each decoded item once and both later stages read it back: what they read must be the item
 the decoder gave, field for field, on every capture of the repo (Fetch v4-v18, FetchSnapshot, orphan
-responses, topic ids with and without names). Exchanges take the fast form (marshal of plain tuples, not
-pickle): a field marshal cannot write would silently fall back to the slow one, so that is checked too."""
+responses, topic ids with and without names). Exchanges take the fast form (LZ4-compressed marshal of plain
+tuples, not pickle): a field marshal cannot write would silently fall back to the slow one, so that is checked
+too."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def test_an_item_read_back_is_the_item_the_decoder_gave(capture):
         assert type(back) is type(it)
         assert back == it
         if isinstance(it, Exchange):
-            assert blob[:1] == b"m", f"{it} took the pickle path"
+            assert blob[:1] == b"z", f"{it} took the pickle path"
             # the partition entries keep their named-tuple types (the cores read them by name)
             for field in ("request_partitions", "forgotten_partitions", "response_partitions"):
                 assert [type(p) for p in getattr(back, field) or ()] == [type(p) for p in getattr(it, field) or ()]

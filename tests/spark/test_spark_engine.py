@@ -46,6 +46,23 @@ def test_spark_report_equals_polars_report(spark, capture):
     assert render(analyze_spark([capture], spark=spark)) == render(analyze_capture([capture]))
 
 
+@pytest.mark.parametrize("share", [0, 10**9], ids=["brokers-estimate-their-sessionless-pairs", "savings-first"])
+def test_a_sessionless_client_is_named_however_the_savings_are_scheduled(spark, monkeypatch, share):
+    # confluent-kafka (librdkafka) never asks for a session, kafka-python does. The SESSIONLESS_CLIENT finding
+    # reads the savings estimate: the brokers' tasks either estimate the pairs that may be sessionless themselves,
+    # beside the savings job (few such exchanges: SESSIONLESS_SHARE), or get the savings' sums afterwards.
+    from fetchtool.pipeline import spark as engine
+
+    captures = [CAPTURES / "confluent-kafka-tansu.pcap", CAPTURES / "kafka-python-tansu.pcap"]
+    expected = analyze_capture(captures)
+    assert [f.code for f in expected.findings].count("SESSIONLESS_CLIENT") == 1
+    monkeypatch.setattr(engine, "SESSIONLESS_SHARE", share)
+    lines: list[str] = []
+    assert render(analyze_spark(captures, spark=spark, progress=lines.append)) == render(expected)
+    together = [line for line in lines if line.startswith("analysed 2 brokers and estimated the savings of 2 ")]
+    assert len(together) == (1 if share == 0 else 0), lines
+
+
 def test_the_given_cache_size_shapes_both_reports_alike(spark):
     # The real one-slot capture: with --cache-slots 1 both engines cap live sessions and name the evictors.
     capture = CAPTURES / "scenarios-real" / "kafka-python-cache-full.pcap"
@@ -115,7 +132,7 @@ def test_cli_analyze_with_the_spark_engine(spark):
     assert verbose.stdout == polars_out.stdout
     stages = [line.split(" in ")[0] for line in verbose.stderr.splitlines() if line.startswith("spark: ")]
     assert stages == ["spark: read 1 file (1 capture)", "spark: decoded 2 TCP flows, 5 exchanges",
-                      "spark: estimated the savings of 1 client-broker pair", "spark: analysed 1 broker"]
+                      "spark: analysed 1 broker and estimated the savings of 1 client-broker pair"]
 
 
 def test_asking_for_spark_without_pyspark_is_a_one_line_error():
