@@ -142,14 +142,30 @@ def _request_rows(name: str | None, tid: str | None) -> dict[bytes, RequestParti
 
 def read_request(body, version: int, names, rows: bool = True) -> FetchRequestBody:
     buf = body if type(body) is memoryview else memoryview(body)
-    if not rows:
-        return _count_request(buf, version, names)
     if version <= 14:
         replica_id, max_wait, min_bytes, max_bytes, isolation, session_id, epoch = _REQ_HEAD_14.unpack_from(buf, 0)
         pos = _REQ_HEAD_14.size
     else:
         max_wait, min_bytes, max_bytes, isolation, session_id, epoch = _REQ_HEAD_15.unpack_from(buf, 0)
         replica_id, pos = -1, _REQ_HEAD_15.size
+    if rows:
+        partitions, forgotten, pos = _request_entries(body, buf, pos, version, names)
+    else:
+        partitions, forgotten, pos = _counted_request_entries(buf, pos, version, names)
+    rack_id, pos = _string(buf, pos)
+    pos = _no_tags(buf, pos)
+    if pos != len(buf):
+        raise Unhandled("bytes after the body")
+    return _request_body(
+        replica_id=replica_id, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
+        isolation_level=isolation, session_id=session_id, session_epoch=epoch, rack_id=rack_id,
+        partitions=partitions, forgotten=forgotten,
+    )
+
+
+def _request_entries(body, buf: memoryview, pos: int, version: int, names
+                     ) -> tuple[tuple[RequestPartition, ...], tuple[ForgottenPartition, ...], int]:
+    """The request's partitions and forgotten partitions from `pos`, and the position after them."""
     entries: list[RequestPartition] = []
     append = entries.append
     unpack = _REQ_PART.unpack_from
@@ -183,25 +199,30 @@ def read_request(body, version: int, names, rows: bool = True) -> FetchRequestBo
             forgotten.append(ForgottenPartition(name, tid, _I32.unpack_from(buf, pos)[0]))
             pos += 4
         pos = _no_tags(buf, pos)
-    rack_id, pos = _string(buf, pos)
-    pos = _no_tags(buf, pos)
-    if pos != len(buf):
-        raise Unhandled("bytes after the body")
-    return _request_body(
-        replica_id=replica_id, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
-        isolation_level=isolation, session_id=session_id, session_epoch=epoch, rack_id=rack_id,
-        partitions=tuple(entries), forgotten=tuple(forgotten),
-    )
+    return tuple(entries), tuple(forgotten), pos
 
 
 def read_response(body, version: int, names, keep_records: bool, rows: bool = True) -> FetchResponseBody:
     buf = body if type(body) is memoryview else memoryview(body)  # record blobs are sliced, not copied
-    if not rows and not keep_records:
-        return _count_response(buf, version, names)
     throttle, error, session_id = _RESP_HEAD.unpack_from(buf, 0)
     if error not in KNOWN_ERRORS:
         raise Unhandled("unknown error code")
-    pos = _RESP_HEAD.size
+    if rows or keep_records:
+        entries, blobs, pos = _response_entries(buf, _RESP_HEAD.size, version, names, keep_records)
+    else:
+        entries, blobs, pos = _counted_response_entries(buf, _RESP_HEAD.size, version, names)
+    pos = _no_tags(buf, pos)
+    if pos != len(buf):
+        raise Unhandled("bytes after the body")
+    return _response_body(
+        throttle_time_ms=throttle, error_code=error, session_id=session_id, partitions=entries, records=blobs,
+    )
+
+
+def _response_entries(buf: memoryview, pos: int, version: int, names, keep_records: bool
+                      ) -> tuple[tuple[ResponsePartition, ...], tuple[bytes | None, ...] | None, int]:
+    """The response's partitions from `pos` (and, `keep_records`, each one's records), and the position after
+    them."""
     end = len(buf)
     entries: list[ResponsePartition] = []
     append = entries.append
@@ -226,55 +247,55 @@ def read_response(body, version: int, names, keep_records: bool, rows: bool = Tr
                 if blobs is not None:
                     blobs.append(b"" if n_rec else None)
                 continue
-            if b == 0:  # aborted transactions null
-                aborted = -1
-                pos += _RESP_PART_PLAIN
-            else:  # a compact array of them (read_committed)
-                n_ab, pos = (b, pos + _RESP_PART_HEAD + 1) if b < 0x80 else _uvarint(buf, pos + _RESP_PART_HEAD)
-                aborted = n_ab - 1
-                for _ in range(aborted):
-                    if buf[pos + 16]:
-                        raise Unhandled("tagged fields")
-                    pos += _ABORTED
-                prr = _I32.unpack_from(buf, pos)[0]
-                pos += 4
-            b = buf[pos]  # records: compact nullable bytes
-            if b < 0x80:
-                n_rec = b
-                pos += 1
+            aborted, prr, recs, pos = _entry_rest(buf, pos, b, prr, end)
+            if recs:
+                batches, count, compression, _partial = summarize(recs)
+                n_bytes = len(recs)
             else:
-                n_rec, pos = _uvarint(buf, pos)
-            if n_rec:
-                stop = pos + n_rec - 1
-                if stop > end:
-                    raise Unhandled("records past the end")
-                recs = buf[pos:stop]
-                pos = stop
-                if recs:
-                    batches, count, compression, _partial = summarize(recs)
-                    n_bytes = len(recs)
-                else:
-                    n_bytes = batches = count = 0
-                    compression = None
-            else:
-                recs = None
                 n_bytes = batches = count = 0
                 compression = None
-            if buf[pos]:
-                raise Unhandled("tagged fields")  # e.g. a diverging epoch: kio reads those
-            pos += 1
             append(_new(RP, (name, tid, index, err, hw, lso, log_start, prr, -1, aborted, n_bytes, batches, count,
                              compression, -1, -1)))
             if blobs is not None:
                 blobs.append(None if recs is None else bytes(recs))
         pos = _no_tags(buf, pos)
-    pos = _no_tags(buf, pos)
-    if pos != end:
-        raise Unhandled("bytes after the body")
-    return _response_body(
-        throttle_time_ms=throttle, error_code=error, session_id=session_id, partitions=tuple(entries),
-        records=None if blobs is None else tuple(blobs),
-    )
+    return tuple(entries), None if blobs is None else tuple(blobs), pos
+
+
+def _entry_rest(buf: memoryview, pos: int, b: int, prr: int, end: int
+                ) -> tuple[int, int, memoryview | None, int]:
+    """The rest of a response entry that has aborted transactions or records (`pos`: the entry's start, `b`: the
+    first byte of its aborted transactions, `prr`: its preferred read replica if they are null): (aborted
+    transactions, -1 for null; the preferred read replica; the records, None for null; the position after the
+    entry)."""
+    if b == 0:  # aborted transactions null
+        aborted = -1
+        pos += _RESP_PART_PLAIN
+    else:  # a compact array of them (read_committed)
+        n_ab, pos = (b, pos + _RESP_PART_HEAD + 1) if b < 0x80 else _uvarint(buf, pos + _RESP_PART_HEAD)
+        aborted = n_ab - 1
+        for _ in range(aborted):
+            if buf[pos + 16]:
+                raise Unhandled("tagged fields")
+            pos += _ABORTED
+        prr = _I32.unpack_from(buf, pos)[0]
+        pos += 4
+    b = buf[pos]  # records: compact nullable bytes
+    if b < 0x80:
+        n_rec = b
+        pos += 1
+    else:
+        n_rec, pos = _uvarint(buf, pos)
+    recs = None
+    if n_rec:
+        stop = pos + n_rec - 1
+        if stop > end:
+            raise Unhandled("records past the end")
+        recs = buf[pos:stop]
+        pos = stop
+    if buf[pos]:
+        raise Unhandled("tagged fields")  # e.g. a diverging epoch: kio reads those
+    return aborted, prr, recs, pos + 1
 
 
 # -- counts only -------------------------------------------------------------------------------------------
@@ -282,8 +303,9 @@ def read_response(body, version: int, names, keep_records: bool, rows: bool = Tr
 # errors, records bytes), never a partition's fields. With rows=False the bodies are read and checked exactly as
 # above, entry for entry (what raises there raises here, so the same bodies go to kio), but each entry becomes
 # a stand-in row holding only what the counts are made of: the error code and the records' length of a
-# response entry; nothing of a request entry. tests/protocol/test_fetch_fast_path.py holds the counts to the
-# rows'. Such bodies are only for a caller that uses nothing else (decoder.DecodeRun(rows=False)).
+# response entry; nothing of a request entry. Only the loops over the entries differ: the head, the tail and a
+# response entry's part after its fixed fields (_entry_rest) are the same code. tests/protocol/
+# test_fetch_fast_path.py holds the counts to the rows'. Such bodies are only for a caller that uses nothing else (decoder.DecodeRun(rows=False)).
 REQUEST_STAND_IN = RequestPartition(None, None, -1, -1, -1, -1, -1, -1)
 FORGOTTEN_STAND_IN = ForgottenPartition(None, None, -1)
 _TAGS_AT = _REQ_PART.size - 1
@@ -307,13 +329,9 @@ class _PlainStandIns(dict):
 _plain_stand_ins = _PlainStandIns()
 
 
-def _count_request(buf: memoryview, version: int, names) -> FetchRequestBody:
-    if version <= 14:
-        replica_id, max_wait, min_bytes, max_bytes, isolation, session_id, epoch = _REQ_HEAD_14.unpack_from(buf, 0)
-        pos = _REQ_HEAD_14.size
-    else:
-        max_wait, min_bytes, max_bytes, isolation, session_id, epoch = _REQ_HEAD_15.unpack_from(buf, 0)
-        replica_id, pos = -1, _REQ_HEAD_15.size
+def _counted_request_entries(buf: memoryview, pos: int, version: int, names
+                             ) -> tuple[tuple[RequestPartition, ...], tuple[ForgottenPartition, ...], int]:
+    """_request_entries' checks and counts, as stand-ins."""
     size = _REQ_PART.size
     partitions = 0
     topics, pos = _count(buf, pos)
@@ -336,22 +354,12 @@ def _count_request(buf: memoryview, version: int, names) -> FetchRequestBody:
             raise Unhandled("forgotten partitions past the end")
         forgotten += n
         pos = _no_tags(buf, pos + 4 * n)
-    rack_id, pos = _string(buf, pos)
-    pos = _no_tags(buf, pos)
-    if pos != len(buf):
-        raise Unhandled("bytes after the body")
-    return _request_body(
-        replica_id=replica_id, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
-        isolation_level=isolation, session_id=session_id, session_epoch=epoch, rack_id=rack_id,
-        partitions=(REQUEST_STAND_IN,) * partitions, forgotten=(FORGOTTEN_STAND_IN,) * forgotten,
-    )
+    return (REQUEST_STAND_IN,) * partitions, (FORGOTTEN_STAND_IN,) * forgotten, pos
 
 
-def _count_response(buf: memoryview, version: int, names) -> FetchResponseBody:
-    throttle, error, session_id = _RESP_HEAD.unpack_from(buf, 0)
-    if error not in KNOWN_ERRORS:
-        raise Unhandled("unknown error code")
-    pos = _RESP_HEAD.size
+def _counted_response_entries(buf: memoryview, pos: int, version: int, names
+                              ) -> tuple[tuple[ResponsePartition, ...], None, int]:
+    """_response_entries' checks, each entry a stand-in holding its error code and records length."""
     end = len(buf)
     rows: list[ResponsePartition] = []
     append = rows.append
@@ -373,36 +381,7 @@ def _count_response(buf: memoryview, version: int, names) -> FetchResponseBody:
                 pos += size
                 append(plain[err])
                 continue
-            if b == 0:
-                pos += _RESP_PART_PLAIN
-            else:
-                n_ab, pos = (b, pos + _RESP_PART_HEAD + 1) if b < 0x80 else _uvarint(buf, pos + _RESP_PART_HEAD)
-                for _ in range(n_ab - 1):
-                    if buf[pos + 16]:
-                        raise Unhandled("tagged fields")
-                    pos += _ABORTED
-                _I32.unpack_from(buf, pos)  # the preferred read replica: there, or the body is cut
-                pos += 4
-            b = buf[pos]
-            if b < 0x80:
-                n_rec = b
-                pos += 1
-            else:
-                n_rec, pos = _uvarint(buf, pos)
-            n_bytes = 0
-            if n_rec:
-                stop = pos + n_rec - 1
-                if stop > end:
-                    raise Unhandled("records past the end")
-                n_bytes = stop - pos
-                pos = stop
-            if buf[pos]:
-                raise Unhandled("tagged fields")
-            pos += 1
-            append(_response_stand_in(err, n_bytes) if n_bytes else plain[err])
+            _aborted, _prr, recs, pos = _entry_rest(buf, pos, b, -1, end)
+            append(_response_stand_in(err, len(recs)) if recs else plain[err])
         pos = _no_tags(buf, pos)
-    pos = _no_tags(buf, pos)
-    if pos != end:
-        raise Unhandled("bytes after the body")
-    return _response_body(throttle_time_ms=throttle, error_code=error, session_id=session_id,
-                          partitions=tuple(rows), records=None)
+    return tuple(rows), None, pos
