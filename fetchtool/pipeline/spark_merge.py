@@ -20,9 +20,10 @@ from fetchtool.analysis.model import Analysis, ClientSummary, Finding
 from fetchtool.analysis.run import AnalysisPass, Kept, _Totals, kept_view
 from fetchtool.analysis.savings.estimator import SavingsEstimator
 from fetchtool.analysis.tracking.partition_errors import row_order
-from fetchtool.analysis.tracking.tracker import SessionTracker, TrackedClient, host_of
+from fetchtool.analysis.tracking.tracker import SessionTracker, TrackedClient
 from fetchtool.analysis.tracking.traffic import TrafficStats
 from fetchtool.exchange import Exchange
+from fetchtool.pipeline.spark_stages import savings_client
 
 
 @dataclass
@@ -88,7 +89,7 @@ class SessionlessPairs:
         self.savings_of = savings_of
 
     def feed(self, ex) -> None:
-        client = f"{host_of(ex.client)}|{ex.client_id or ''}"
+        client = savings_client(ex)
         if client in self.clients:
             model = self.models.get(client)
             if model is None:

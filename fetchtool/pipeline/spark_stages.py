@@ -321,18 +321,22 @@ def flow_bucket(addrs: bytes, sport: int, dport: int, buckets: int, assigned: di
 
 
 def bucket_filter(bucket: int, buckets: int, kept: set | None = None, assigned: dict | None = None):
-    """iter_segments' keep_flow for one bucket: True for the flows of `bucket` (each kept flow is added to
-    `kept`, once per direction, as its address-and-ports bytes). `assigned`: see flow_bucket."""
+    """iter_segments' keep_flow for one bucket: True for the flows of `bucket` (each kept flow's flow_key is
+    added to `kept`). `assigned`: see flow_bucket."""
 
     def keep(addrs: bytes, sport: int, dport: int) -> bool:
         if flow_bucket(addrs, sport, dport, buckets, assigned) != bucket:
             return False
         if kept is not None:
-            half = len(addrs) // 2
-            kept.add(frozenset((addrs[:half] + sport.to_bytes(2, "big"), addrs[half:] + dport.to_bytes(2, "big"))))
+            kept.add(flow_key(addrs, sport, dport))
         return True
 
     return keep
+
+
+def savings_client(ex: Exchange) -> str:
+    """An exchange's `client` column, "host|client id": the savings are estimated per broker and this client."""
+    return f"{host_of(ex.client)}|{ex.client_id or ''}"
 
 
 def may_be_sessionless(ex: Exchange) -> bool:
@@ -356,7 +360,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     software = report.client_software
     named: list = []  # (client, frame): where this task's clients named their software
     files: list[FileStats] = []
-    flows: set[frozenset] = set()  # the flows this task kept
+    flows: set[bytes] = set()  # the flows this task kept (flow_key)
     keep = bucket_filter(plan.bucket, plan.buckets, flows, plan.assigned)
 
     def _first(ev):
@@ -423,7 +427,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
             brokers[it.broker] += 1
             client = None
             if isinstance(it, Exchange):
-                client = f"{host_of(it.client)}|{it.client_id or ''}"
+                client = savings_client(it)
                 groups[(it.broker, client)] += 1
                 if may_be_sessionless(it):
                     sessionless[(it.broker, client)] += 1
