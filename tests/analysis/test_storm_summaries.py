@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from dataclasses import asdict
 
 from fetchtool.analysis.model import JSON_LIST, ClientSummary
@@ -66,3 +67,13 @@ def test_many_cells_add_up_to_what_merging_them_one_by_one_gives():
         assert json.dumps(at_once.summary().to_json()) == json.dumps(one_by_one.summary().to_json())
         assert (at_once.first_ts, at_once.last_ts, at_once.latency.counts) == \
             (one_by_one.first_ts, one_by_one.last_ts, one_by_one.latency.counts)
+        # and both are the plain sums, earliest and latest time of the cells
+        times = [t for c in cells for t in (c.first_ts, c.last_ts) if t is not None]
+        counts: Counter = Counter()
+        for c in cells:
+            counts.update(c.latency.counts)
+        assert (at_once.fetches, at_once.empty, at_once.checked, at_once.early) == \
+            (sum(c.fetches for c in cells), sum(c.empty for c in cells), sum(c.checked for c in cells),
+             sum(c.early for c in cells))
+        assert (at_once.first_ts, at_once.last_ts) == ((min(times), max(times)) if times else (None, None))
+        assert at_once.latency.counts == {i: n for i, n in counts.items() if n}

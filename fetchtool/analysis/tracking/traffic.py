@@ -13,6 +13,7 @@ watermark moves (KafkaRaftClient.handleFetchRequest), so an early empty answer t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from math import ceil, log
 from operator import itemgetter
 
@@ -54,15 +55,30 @@ class TrafficStats:
         self.early = 0  # of those, answered before EARLY_SHARE of MaxWait
 
     def merge(self, other: TrafficStats) -> None:
-        self.fetches += other.fetches
-        for ts in (other.first_ts, other.last_ts):
-            if ts is not None:
-                self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
-                self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
-        self.latency.merge(other.latency)
-        self.empty += other.empty
-        self.checked += other.checked
-        self.early += other.early
+        self.merge_all((other,))
+
+    def merge_all(self, cells: Iterable[TrafficStats]) -> None:
+        """Add every cell, in one loop (a broker of 100,000 sessions has as many)."""
+        counts = self.latency.counts
+        get = counts.get
+        fetches, empty, checked, early = self.fetches, self.empty, self.checked, self.early
+        times = []
+        for c in cells:
+            fetches += c.fetches
+            empty += c.empty
+            checked += c.checked
+            early += c.early
+            if c.first_ts is not None:
+                times.append(c.first_ts)
+            if c.last_ts is not None:
+                times.append(c.last_ts)
+            for i, n in c.latency.counts.items():
+                counts[i] = get(i, 0) + n
+        self.fetches, self.empty, self.checked, self.early = fetches, empty, checked, early
+        if times:
+            lo, hi = min(times), max(times)
+            self.first_ts = lo if self.first_ts is None else min(self.first_ts, lo)
+            self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
 
     @property
     def honoured(self) -> bool | None:
@@ -83,26 +99,8 @@ class TrafficStats:
 
 
 def merged(cells) -> TrafficStats:
-    """The cells added up (TrafficStats.merge over them, in one loop: a broker of 100,000 sessions has as many)."""
     out = TrafficStats()
-    counts = out.latency.counts
-    get = counts.get
-    fetches = empty = checked = early = 0
-    times = []
-    for c in cells:
-        fetches += c.fetches
-        empty += c.empty
-        checked += c.checked
-        early += c.early
-        if c.first_ts is not None:
-            times.append(c.first_ts)
-        if c.last_ts is not None:
-            times.append(c.last_ts)
-        for i, n in c.latency.counts.items():
-            counts[i] = get(i, 0) + n
-    out.fetches, out.empty, out.checked, out.early = fetches, empty, checked, early
-    if times:
-        out.first_ts, out.last_ts = min(times), max(times)
+    out.merge_all(cells)
     return out
 
 
