@@ -404,12 +404,11 @@ def _counted_response_entries(buf: memoryview, pos: int, version: int, names, pa
             start = pos
             aborted, prr, recs, pos = _entry_rest(buf, pos, b, -1, end)
             append(_response_stand_in(err, len(recs)) if recs else plain[err])
-            if blocks is not None:
-                pieces.append(buf[run:start])
+            if blocks is not None:  # the entries before it, and its own record
                 if b == 0:  # the preferred read replica is where a plain entry has it
-                    pieces.append(bytes(buf[start:start + size - 2]) + b"\0\0")
+                    pieces += (buf[run:start + _RESP_PART_PLAIN], b"\0\0")
                 else:
-                    pieces.append(bytes(buf[start:start + _RESP_PART_HEAD]) + _READ_REPLICA_ON.pack(prr))
+                    pieces += (buf[run:start + _RESP_PART_HEAD], _READ_REPLICA_ON.pack(prr))
                 batches, count, compression, _partial = summarize(recs) if recs else (0, 0, None, 0)
                 odd.append((len(rows) - 1, aborted, len(recs) if recs else 0, batches, count, compression))
                 run = pos
