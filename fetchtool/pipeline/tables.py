@@ -4,12 +4,13 @@ Rows are streamed: exchanges are buffered in small batches (512 exchanges or 32,
 each batch is written as one Parquet row group, so decoding a 1 GB capture never holds more than a batch of rows
 in memory. Batches are Arrow record batches built column by column and handed straight to pyarrow's Parquet
 writer: no per-row dicts, and no dataframe library in between (importing polars alone cost `decode --out` a third
-of a second). Turning a partition entry into columns is the per-row cost of this path (the decoder made the
-entry as JSONL's path does), so each kind of entry is transposed with one zip, its integer columns packed by
-struct in one call each, and the columns that repeat a value (the exchange's keys per entry, -1 for what does
-not apply, a batch's one topic) built from repeated bytes rather than converted value by value: half the time
-pa.array took on a list per column. A batch is written by a thread, pyarrow encoding and compressing it without
-the GIL while the decoder goes on.
+of a second). `decode --out` reads Fetch v12+ bodies packed (protocol/packed.py): each topic's partition entries
+are the wire's bytes, and a column is made of a batch's bytes with a few slice assignments per field, with no
+Python work per entry. Entries that come as rows (other versions, kio's fallback, the Spark engine) are
+transposed with one zip per kind, their integer columns packed by struct in one call each; columns that repeat
+a value (the exchange's keys per entry, -1 for what does not apply, a batch's one topic) are built from repeated
+bytes either way. A batch is written by a thread, pyarrow encoding and compressing it without the GIL while the
+decoder goes on.
 """
 
 from __future__ import annotations
