@@ -17,14 +17,15 @@ from __future__ import annotations
 
 # Each kind of entry as it lies in `blocks`: bytes per entry, and each field's (offset, width) in them, big-endian
 # as on the wire. A request entry is Fetch v12+'s whole fixed entry (its tagged-field count, always 0, last); a
-# response entry the part before its records (the preferred read replica where it is when the aborted
-# transactions are null; record READ_REPLICA moves it there when they are not); a forgotten one its partition.
+# response entry a plain entry's 37 bytes (no aborted transactions, null or empty records), the entries with
+# records or aborted transactions rewritten to that shape: their fixed fields, and their preferred read replica
+# at READ_REPLICA, where a plain entry has it; a forgotten entry is its partition.
 REQUEST_LAYOUT = (33, {"partition": (0, 4), "current_leader_epoch": (4, 4), "fetch_offset": (8, 8),
                        "last_fetched_epoch": (16, 4), "log_start_offset": (20, 8), "partition_max_bytes": (28, 4)})
 FORGOTTEN_LAYOUT = (4, {"partition": (0, 4)})
 RESPONSE_LAYOUT = (37, {"partition": (0, 4), "error_code": (4, 2), "high_watermark": (6, 8),
                         "last_stable_offset": (14, 8), "log_start_offset": (22, 8), "preferred_read_replica": (31, 4)})
-READ_REPLICA = 31
+READ_REPLICA = RESPONSE_LAYOUT[1]["preferred_read_replica"][0]
 
 
 # A response entry with records or aborted transactions: what its fixed-size record does not hold, as a plain
