@@ -15,9 +15,13 @@ own, or its forked capture reader's if larger: what `/usr/bin/time` reports). Co
     analyze         fetchtool analyze --format json CAPTURE
     help            fetchtool --help                          (once per capture column: start-up only)
 
+--baseline DIR also runs every fetchtool command with PYTHONPATH=DIR (a checkout of the code before a change),
+interleaved with the rest, as NAME@base: before and after in one sitting.
+
 Prints, per capture, min and median wall time, the ratio to tshark (tshark's time / the command's, from the
 medians: above 1 is faster than tshark), peak RSS, CPU seconds (user + system, the forked reader's included) and
-tshark's CPU / the command's (steadier than wall time on a busy machine), then a Markdown table for the README.
+tshark's CPU / the command's (steadier than wall time on a busy machine), decode to Parquet over decode to JSONL
+(min and median, issue #19's "within 30%"), then a Markdown table for the README.
 `fetchtool` is the console script beside this Python (`--fetchtool` to name another).
 """
 
@@ -84,30 +88,40 @@ def argv_for(name: str, capture: Path, fetchtool: list[str], out_dir: Path) -> l
     raise ValueError(name)
 
 
-def run_once(argv: list[str]) -> tuple[float, float, int, int]:
+def run_once(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int, int]:
     """(wall s, CPU s, peak RSS KB, exit status) of one run, its stdout and stderr to /dev/null."""
     with open(os.devnull, "wb") as null:
         started = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=null, stderr=null)
+        proc = subprocess.Popen(argv, stdout=null, stderr=null, env=env)
         _pid, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, proc.returncode
 
 
-def bench(captures: list[Path], names: list[str], runs: int, fetchtool: list[str]) -> dict:
+BASE = "@base"
+
+
+def label(name: str) -> str:
+    command = name.removesuffix(BASE)
+    return LABELS[command] + (" (baseline)" if name != command else "")
+
+
+def bench(captures: list[Path], names: list[str], runs: int, fetchtool: list[str], baseline: str | None = None
+          ) -> dict:
     results: dict[tuple[str, str], Runs] = {}
     with tempfile.TemporaryDirectory(prefix="bench-commands-") as tmp:
         out_dir = Path(tmp) / "out"
         for capture in captures:
             for i in range(runs):
                 for name in names:
-                    if name == "help" and capture != captures[0]:
+                    if name.startswith("help") and capture != captures[0]:
                         continue  # start-up does not depend on the capture: measured once
                     r = results.setdefault((str(capture), name), Runs())
                     shutil.rmtree(out_dir, ignore_errors=True)
-                    argv = argv_for(name, capture, fetchtool, out_dir)
-                    wall, cpu, rss, code = run_once(argv)
+                    argv = argv_for(name.removesuffix(BASE), capture, fetchtool, out_dir)
+                    env = dict(os.environ, PYTHONPATH=baseline) if name.endswith(BASE) and baseline else None
+                    wall, cpu, rss, code = run_once(argv, env)
                     if code != 0:
                         r.failures.append(f"exit {code}: {' '.join(argv)}")
                         continue
@@ -148,6 +162,12 @@ def report(captures: list[Path], names: list[str], results: dict) -> None:
                   f"{cpu:6.2f} {cpu_ratio:>14s}")
             for f in r.failures:
                 print(f"    ({f})")
+        for tree in ("", BASE):
+            jsonl = results.get((str(capture), "decode-jsonl" + tree))
+            parquet = results.get((str(capture), "decode-parquet" + tree))
+            if jsonl and parquet and jsonl.ok and parquet.ok:
+                print(f"  decode-parquet{tree} / decode-jsonl{tree}: {min(parquet.wall) / min(jsonl.wall):.2f}x min, "
+                      f"{statistics.median(parquet.wall) / statistics.median(jsonl.wall):.2f}x median")
     print()
     print("| command | " + " | ".join(size_label(c) for c in captures) + " |")
     print("|---|" + "---|" * len(captures))
@@ -165,7 +185,7 @@ def report(captures: list[Path], names: list[str], results: dict) -> None:
                 cell += f" ({statistics.median(base.wall) / med:.2f}x)"
             cell += f", {max(r.rss_kb) / 1024:.0f} MB"
             cells.append(cell)
-        print(f"| {LABELS[name]} | " + " | ".join(cells) + " |")
+        print(f"| {label(name)} | " + " | ".join(cells) + " |")
     print("\nmin / median wall of the runs (ratio: tshark's median / the command's), peak RSS")
 
 
@@ -175,9 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--only", default=",".join(COMMANDS), help="comma-separated: " + ", ".join(COMMANDS))
     ap.add_argument("--fetchtool", help="the command that runs fetchtool (default: the script beside this Python)")
+    ap.add_argument("--baseline", metavar="DIR", help="also run each fetchtool command with PYTHONPATH=DIR "
+                                                      "(the code before a change), as NAME@base")
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
-    unknown = [n for n in names if n not in COMMANDS]
+    if args.baseline:
+        names = [m for n in names for m in ((n,) if n == "tshark" else (n + BASE, n))]
+    unknown = [n for n in names if n.removesuffix(BASE) not in COMMANDS]
     if unknown:
         ap.error(f"unknown command {unknown[0]!r}; choose from {', '.join(COMMANDS)}")
     if "tshark" in names and not os.access(TSHARK, os.X_OK):
@@ -189,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     fetchtool = fetchtool_command(args.fetchtool)
     print(f"fetchtool: {' '.join(fetchtool)}; {args.runs} runs each, interleaved; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    results = bench(args.captures, names, args.runs, fetchtool)
+    results = bench(args.captures, names, args.runs, fetchtool, args.baseline)
     report(args.captures, names, results)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     return 0

@@ -27,6 +27,7 @@ from .capture.reader import CaptureError, unreadable_line
 from .capture.rotation import file_order, rotation_groups, set_label
 from .capture.streams import FileRead, stream_set_events, worth_a_child
 from .exchange import Exchange
+from .protocol.codec import Rows
 from .protocol.connection import DecodeContext, KafkaConnection, OrphanResponse
 from .protocol.report import DecodeReport
 
@@ -54,7 +55,7 @@ class DecodeRun:
     label ("cap.pcap+2"); the report lists every file. Other files are decoded each on its own."""
 
     def __init__(self, paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None,
-                 in_child: bool = True, rows: bool = True):
+                 in_child: bool = True, rows: Rows = True):
         self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         self.ports = None if ports is None else frozenset(int(p) for p in ports)
         self.report = DecodeReport()
@@ -69,10 +70,12 @@ class DecodeRun:
         self.in_child = in_child
         # False: the Fetch exchanges' partition tuples may be stand-ins that only count (protocol/_fetch_flex.py),
         # for a consumer that uses their counts alone (`decode --format jsonl`): the rows' fields are not made.
+        # "packed": those stand-ins also carry the entries' fields as the wire packs them (protocol/packed.py),
+        # for the partitions table (`decode --out`); never decoded in a child, whose items carry plain tuples.
         self.rows = rows
 
     def __iter__(self) -> Iterator[Exchange | OrphanResponse]:
-        if self.in_child and worth_a_child(*self.paths):
+        if self.in_child and self.rows != "packed" and worth_a_child(*self.paths):
             from .decoding.forked import decoded_in_child
 
             return decoded_in_child(self._decode, self.ended, self.report)
@@ -116,7 +119,7 @@ class DecodeRun:
 
 
 def decode_capture(paths: Iterable[str | os.PathLike] | str | os.PathLike, ports: Iterable[int] | None = None,
-                   in_child: bool = True, rows: bool = True) -> DecodeRun:
+                   in_child: bool = True, rows: Rows = True) -> DecodeRun:
     """Decode capture files. `ports`: the brokers' ports (else each connection's broker side is detected).
     `in_child`, `rows`: see DecodeRun."""
     return DecodeRun(paths, ports, in_child, rows)
@@ -129,7 +132,7 @@ def decode_events(
     report: DecodeReport | None = None,
     topic_names: dict[str, dict[str, str]] | None = None,
     ended: list[int] | None = None,
-    rows: bool = True,
+    rows: Rows = True,
 ) -> Iterator[Exchange | OrphanResponse]:
     """The protocol half on its own: stream events (of one file) in, items out in request order. ``ended``: where
     to append the id of each connection that closed once its last item has been yielded. ``rows``: see

@@ -66,8 +66,8 @@ def main(
     if format is None and out is None:
         format = Format.jsonl
     # The Kafka layer here (see Reading). JSONL and the table show each exchange's counts, never a partition's
-    # fields: only the Parquet tables need the rows made.
-    reading = Reading(captures, port, window, decode_in_child=False, rows=out is not None)
+    # fields: the Parquet tables take the entries' fields as the wire packs them (protocol/packed.py).
+    reading = Reading(captures, port, window, decode_in_child=False, rows=False if out is None else "packed")
     tables = None
     if out is not None:
         from fetchtool.pipeline.tables import ParquetTables

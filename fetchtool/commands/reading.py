@@ -14,6 +14,7 @@ import gc
 import signal
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -22,6 +23,9 @@ from fetchtool.commands.progress import CaptureProgress
 from fetchtool.commands.window import TimeWindow
 from fetchtool.commands.wording import plural
 from fetchtool.exchange import Exchange
+
+if TYPE_CHECKING:
+    from fetchtool.protocol.codec import Rows
 
 # Exit codes beside output.py's 1 (unusable input) and 2 (usage): the capture was read but held no Kafka Fetch
 # exchange for the options given (wrong --port, a window outside the capture, not Kafka at all), and Ctrl-C
@@ -32,11 +36,12 @@ INTERRUPTED = 130
 
 class Reading:
     def __init__(self, captures: list[Path], ports: list[int] | None, window: TimeWindow | None = None,
-                 decode_in_child: bool = True, rows: bool = True) -> None:
+                 decode_in_child: bool = True, rows: Rows = True) -> None:
         """`decode_in_child`: a large capture is decoded whole in a forked child, for a command whose own work
         on the items is the larger half (analyze, sessions, savings, simulate, replay); `decode`, whose writing
         is lighter than the Kafka layer, keeps only the reading in the child (decoder.DecodeRun.in_child).
-        `rows=False`: the exchanges' partition tuples only count (decoder.DecodeRun.rows)."""
+        `rows`: False, the exchanges' partition tuples only count; "packed", they carry the entries' packed
+        fields for the partitions table (decoder.DecodeRun.rows)."""
         from fetchtool.decoder import decode_capture
 
         self.captures = captures

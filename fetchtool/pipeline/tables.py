@@ -4,20 +4,22 @@ Rows are streamed: exchanges are buffered in small batches (512 exchanges or 32,
 each batch is written as one Parquet row group, so decoding a 1 GB capture never holds more than a batch of rows
 in memory. Batches are Arrow record batches built column by column and handed straight to pyarrow's Parquet
 writer: no per-row dicts, and no dataframe library in between (importing polars alone cost `decode --out` a third
-of a second). Turning a partition entry into columns is the per-row cost of this path (the decoder made the
-entry as JSONL's path does), so each kind of entry is transposed with one zip, its integer columns packed by
-struct in one call each, and the columns that repeat a value (the exchange's keys per entry, -1 for what does
-not apply, a batch's one topic) built from repeated bytes rather than converted value by value: half the time
-pa.array took on a list per column. A batch is written by a thread, pyarrow encoding and compressing it without
-the GIL while the decoder goes on.
+of a second). `decode --out` reads Fetch v12+ bodies packed (protocol/packed.py): each topic's partition entries
+are the wire's bytes, and a column is made of a batch's bytes with a few slice assignments per field, with no
+Python work per entry. Entries that come as rows (other versions, kio's fallback, the Spark engine) are
+transposed with one zip per kind, their integer columns packed by struct in one call each; columns that repeat
+a value (the exchange's keys per entry, -1 for what does not apply, a batch's one topic) are built from repeated
+bytes either way. A batch is written by a thread, pyarrow encoding and compressing it without the GIL while the
+decoder goes on.
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 import threading
-from collections.abc import Iterable
-from itertools import chain, repeat
+from collections.abc import Iterable, Sequence
+from itertools import chain, groupby, repeat
 from operator import attrgetter
 from pathlib import Path
 from struct import Struct, pack
@@ -28,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fetchtool.exchange import Exchange, ForgottenPartition, RequestPartition, ResponsePartition
+from fetchtool.protocol.packed import FORGOTTEN_LAYOUT, ODD_FIELDS, REQUEST_LAYOUT, RESPONSE_LAYOUT, PackedEntries
 
 # Column types by kind; the polars names are what the Spark engine's schemas are written in (EXCHANGE_SCHEMA).
 _ARROW = {"utf8": pa.large_string(), "i64": pa.int64(), "i32": pa.int32(), "i16": pa.int16(), "i8": pa.int8(),
@@ -135,28 +138,109 @@ def partitions_batch(exchanges: list[Exchange]) -> pa.RecordBatch:
 
 
 def partition_pieces(exchanges: list[Exchange]) -> list[pa.RecordBatch]:
-    """partitions_batch's rows as one record batch per kind of entry (none for a kind without entries): the
+    """partitions_batch's rows as record batches, a kind of entry after the other (none for a kind without
+    entries), each kind's exchanges with packed entries (protocol/packed.py) in a batch of their own: the
     Parquet writer takes them as they are, one row group, without copying them into one batch first."""
     pieces = []
     for entry, attr, fields in _KINDS:
-        owners: list[Exchange] = []  # the exchanges with entries of this kind, and how many each has
-        counts: list[int] = []
-        rows: list[tuple] = []
-        for ex in exchanges:
-            entries = getattr(ex, attr)
-            if entries:
-                owners.append(ex)
-                counts.append(len(entries))
-                rows += entries
-        if not rows:
-            continue
-        n = len(rows)
-        values = dict(zip(fields, _kind_columns(rows, fields)))
-        columns = [_repeated([getattr(ex, k) for ex in owners], counts, k) for k in _KEY_FIELDS]
-        columns.append(_repeated([entry], [n], "entry"))
-        columns += [values[c] if c in values else pa.nulls(n, t) for c, t in _VALUE_TYPES]
-        pieces.append(pa.RecordBatch.from_arrays(columns, schema=PARTITION_ARROW))
+        owners = [ex for ex in exchanges if getattr(ex, attr)]  # the exchanges with entries of this kind
+        for packed, run in groupby(owners, lambda ex: type(getattr(ex, attr)) is PackedEntries):  # noqa: B023
+            group = list(run)
+            entries = [getattr(ex, attr) for ex in group]
+            counts = list(map(len, entries))
+            n = sum(counts)
+            if packed:
+                values = _packed_columns(entry, entries, n)
+            else:
+                values = dict(zip(fields, _kind_columns(list(chain.from_iterable(entries)), fields)))
+            columns = [_repeated([getattr(ex, k) for ex in group], counts, k) for k in _KEY_FIELDS]
+            columns.append(_repeated([entry], [n], "entry"))
+            columns += [values[c] if c in values else pa.nulls(n, t) for c, t in _VALUE_TYPES]
+            pieces.append(pa.RecordBatch.from_arrays(columns, schema=PARTITION_ARROW))
     return pieces
+
+
+# -- packed entries (protocol/packed.py): columns straight from the wire's bytes ----------------------------
+_LAYOUTS = {"request": REQUEST_LAYOUT, "forgotten": FORGOTTEN_LAYOUT, "response": RESPONSE_LAYOUT}
+_WIDTHS = {"i64": 8, "i32": 4}
+_SIGN = bytes(0xFF if b >= 0x80 else 0 for b in range(256))  # a byte -> the bytes extending its sign
+_LITTLE = sys.byteorder == "little"
+# Fields of a kind that are not in its packed bytes, and hold one value in every plain entry: a response entry
+# with records or aborted transactions has its own (PackedEntries.odd).
+_PLAIN = {"snapshot_end_offset": -1, "snapshot_epoch": -1, "diverging_epoch": -1, "aborted_transactions": -1,
+          "records_bytes": 0, "record_batches": 0, "record_count": 0, "compression": None}
+_KIND_FIELDS = {entry: fields for entry, _attr, fields in _KINDS}
+
+
+def _packed_columns(entry: str, packed: list[PackedEntries], n: int) -> dict[str, pa.Array]:
+    """The columns of a kind's n packed entries (the bodies' `packed`, in order), by field."""
+    stride, layout = _LAYOUTS[entry]
+    blocks = list(chain.from_iterable(body.blocks for body in packed))
+    topics, ids, sizes, data = zip(*blocks) if blocks else ((), (), (), ())
+    block = b"".join(data)
+    assert len(block) == n * stride, "packed entries of another layout"
+    values = {f: _wire_column(block, n, stride, offset, width, PARTITION_COLUMNS[f])
+              for f, (offset, width) in layout.items()}
+    values["topic"] = _repeated(topics, sizes, "topic")
+    values["topic_id"] = _repeated(ids, sizes, "topic_id")
+    if any(body.odd for body in packed):
+        values.update(_odd_columns(packed, n))
+    for f in _KIND_FIELDS[entry]:
+        if f not in values:
+            value = _PLAIN[f]
+            values[f] = _repeated([value], [n], f) if value is not None else pa.nulls(n, _ARROW[PARTITION_COLUMNS[f]])
+    return values
+
+
+def _odd_columns(packed: list[PackedEntries], n: int) -> dict[str, pa.Array]:
+    """The response entries' fields their packed bytes do not hold: each a column of the plain entries' value
+    but where an entry has its own (PackedEntries.odd), written in place (a Python step per odd entry)."""
+    ints = [(f, bytearray(_PACKERS[PARTITION_COLUMNS[f]].pack(_PLAIN[f]) * n), _PACKERS[PARTITION_COLUMNS[f]])
+            for f in ODD_FIELDS[:-1]]
+    (_f, aborted, at_aborted), (_f, size, at_size), (_f, batches, at_batches), (_f, count, at_count) = ints
+    compression: list[str | None] = [None] * n
+    first = 0  # the row of the body's first entry
+    try:
+        for body in packed:
+            for i, n_aborted, n_bytes, n_batches, n_records, codec in body.odd:
+                row = first + i
+                at_aborted.pack_into(aborted, 4 * row, n_aborted)
+                at_size.pack_into(size, 8 * row, n_bytes)
+                at_batches.pack_into(batches, 4 * row, n_batches)
+                at_count.pack_into(count, 4 * row, n_records)
+                compression[row] = codec
+            first += len(body)
+    except StructError:  # a count past the column's type (damaged batch headers): pa.array says what it is
+        return {f: _array(list(chain.from_iterable(_plain_or_odd(b, f) for b in packed)), _ARROW[PARTITION_COLUMNS[f]])
+                for f in ODD_FIELDS}
+    columns = {f: pa.Array.from_buffers(_ARROW[PARTITION_COLUMNS[f]], n, [None, pa.py_buffer(data)])
+               for f, data, _at in ints}
+    columns["compression"] = _array(compression, pa.large_string())
+    return columns
+
+
+def _plain_or_odd(body: PackedEntries, field: str) -> list:
+    """A field of every response entry of a body, for _odd_columns' slow way."""
+    values: list[object] = [_PLAIN[field]] * len(body)
+    k = ODD_FIELDS.index(field) + 1
+    for e in body.odd:
+        values[e[0]] = e[k]
+    return values
+
+
+def _wire_column(block: bytes, n: int, stride: int, offset: int, width: int, kind: str) -> pa.Array:
+    """The big-endian integer of `width` bytes at `offset` in each of the n `stride`-byte entries of `block`, as
+    an Arrow column of `kind`: its bytes moved into place a byte of every entry at a time (a slice each), the
+    sign extended the same way to a wider column (a Kafka error code is an int16, the table's column int32)."""
+    size = _WIDTHS[kind]
+    out = bytearray(n * size)
+    for k in range(width):  # the wire's k-th byte, most significant first
+        out[(width - 1 - k if _LITTLE else size - width + k)::size] = block[offset + k::stride]
+    if size > width:
+        sign = block[offset::stride].translate(_SIGN)
+        for at in range(width, size) if _LITTLE else range(size - width):
+            out[at::size] = sign
+    return pa.Array.from_buffers(_ARROW[kind], n, [None, pa.py_buffer(out)])
 
 
 def _kind_columns(rows: list[tuple], fields: tuple[str, ...]) -> list[pa.Array]:
@@ -178,20 +262,23 @@ def _kind_columns(rows: list[tuple], fields: tuple[str, ...]) -> list[pa.Array]:
 _PACKERS = {"i64": Struct("=q"), "i32": Struct("=i"), "i16": Struct("=h"), "i8": Struct("=b")}
 
 
-def _repeated(values: list, counts: list[int], name: str) -> pa.Array:
+def _repeated(values: Sequence, counts: Sequence[int], name: str) -> pa.Array:
     """A column holding values[i] counts[i] times over, for each i in order."""
     kind = PARTITION_COLUMNS[name]
     values, counts = _runs(values, counts)
     try:
-        if kind == "utf8":
-            runs = [_repeated_text(v.encode(), c) for v, c in zip(values, counts)]
-            return runs[0] if len(runs) == 1 else pa.concat_arrays(runs)
-        pack_one = _PACKERS[kind].pack
-        data = b"".join([pack_one(v) * c for v, c in zip(values, counts)])
-        return pa.Array.from_buffers(_ARROW[kind], sum(counts), [None, pa.py_buffer(data)])
+        if kind != "utf8":
+            pack_one = _PACKERS[kind].pack
+            data = b"".join([pack_one(v) * c for v, c in zip(values, counts)])
+            return pa.Array.from_buffers(_ARROW[kind], sum(counts), [None, pa.py_buffer(data)])
+        if len(values) == 1 and values[0] is None:  # no topic id (before Fetch v13)
+            return pa.nulls(counts[0], _ARROW[kind])
+        if len(values) == 1:
+            return _repeated_text(values[0].encode(), counts[0])
+        # many runs (a batch's topics, or a None among texts): a list converts faster than an array per run
     except (AttributeError, TypeError, StructError, UnicodeEncodeError):  # a None, a value of another type, a
-        # lone surrogate: pa.array takes it or says what it is
-        return _array(list(chain.from_iterable(map(repeat, values, counts))), _ARROW[kind])
+        pass  # lone surrogate: pa.array takes it or says what it is
+    return _array(list(chain.from_iterable(map(repeat, values, counts))), _ARROW[kind])
 
 
 _STEPS: dict[int, bytes] = {}  # by text length: the offsets 0, length, 2 * length, ... (as int64 bytes)
@@ -212,7 +299,7 @@ def _repeated_text(text: bytes, count: int) -> pa.Array:
     return pa.Array.from_buffers(pa.large_string(), count, [None, offsets, pa.py_buffer(text * count)])
 
 
-def _runs(values: list, counts: list[int]) -> tuple[list, list[int]]:
+def _runs(values: Sequence, counts: Sequence[int]) -> tuple[list, list[int]]:
     """values and counts with neighbours holding the same value merged (a batch's file, api key and entry
     kind are the same run after run)."""
     out_values: list = []

@@ -18,7 +18,8 @@ from struct import Struct
 
 from .._fast import fast_constructor
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
-from .codec import ZERO_UUID, CodecError, FetchRequestBody, FetchResponseBody
+from .codec import ZERO_UUID, CodecError, FetchRequestBody, FetchResponseBody, Rows
+from .packed import READ_REPLICA, RESPONSE_LAYOUT, OddEntry, PackedEntries
 from .records import summarize
 
 
@@ -140,7 +141,7 @@ def _request_rows(name: str | None, tid: str | None) -> dict[bytes, RequestParti
     return made
 
 
-def read_request(body, version: int, names, rows: bool = True) -> FetchRequestBody:
+def read_request(body, version: int, names, rows: Rows = True) -> FetchRequestBody:
     buf = body if type(body) is memoryview else memoryview(body)
     if version <= 14:
         replica_id, max_wait, min_bytes, max_bytes, isolation, session_id, epoch = _REQ_HEAD_14.unpack_from(buf, 0)
@@ -148,10 +149,10 @@ def read_request(body, version: int, names, rows: bool = True) -> FetchRequestBo
     else:
         max_wait, min_bytes, max_bytes, isolation, session_id, epoch = _REQ_HEAD_15.unpack_from(buf, 0)
         replica_id, pos = -1, _REQ_HEAD_15.size
-    if rows:
+    if rows is True:
         partitions, forgotten, pos = _request_entries(body, buf, pos, version, names)
     else:
-        partitions, forgotten, pos = _counted_request_entries(buf, pos, version, names)
+        partitions, forgotten, pos = _counted_request_entries(buf, pos, version, names, rows == "packed")
     rack_id, pos = _string(buf, pos)
     pos = _no_tags(buf, pos)
     if pos != len(buf):
@@ -202,15 +203,15 @@ def _request_entries(body, buf: memoryview, pos: int, version: int, names
     return tuple(entries), tuple(forgotten), pos
 
 
-def read_response(body, version: int, names, keep_records: bool, rows: bool = True) -> FetchResponseBody:
+def read_response(body, version: int, names, keep_records: bool, rows: Rows = True) -> FetchResponseBody:
     buf = body if type(body) is memoryview else memoryview(body)  # record blobs are sliced, not copied
     throttle, error, session_id = _RESP_HEAD.unpack_from(buf, 0)
     if error not in KNOWN_ERRORS:
         raise Unhandled("unknown error code")
-    if rows or keep_records:
+    if rows is True or keep_records:
         entries, blobs, pos = _response_entries(buf, _RESP_HEAD.size, version, names, keep_records)
     else:
-        entries, blobs, pos = _counted_response_entries(buf, _RESP_HEAD.size, version, names)
+        entries, blobs, pos = _counted_response_entries(buf, _RESP_HEAD.size, version, names, rows == "packed")
     pos = _no_tags(buf, pos)
     if pos != len(buf):
         raise Unhandled("bytes after the body")
@@ -298,19 +299,23 @@ def _entry_rest(buf: memoryview, pos: int, b: int, prr: int, end: int
     return aborted, prr, recs, pos + 1
 
 
-# -- counts only -------------------------------------------------------------------------------------------
+# -- counts only, and packed -------------------------------------------------------------------------------
 # `decode --format jsonl` writes each exchange's counts (partitions, forgotten, response partitions, partition
 # errors, records bytes), never a partition's fields. With rows=False the bodies are read and checked exactly as
 # above, entry for entry (what raises there raises here, so the same bodies go to kio), but each entry becomes
 # a stand-in row holding only what the counts are made of: the error code and the records' length of a
 # response entry; nothing of a request entry. Only the loops over the entries differ: the head, the tail and a
 # response entry's part after its fixed fields (_entry_rest) are the same code. tests/protocol/
-# test_fetch_fast_path.py holds the counts to the rows'. Such bodies are only for a caller that uses nothing else (decoder.DecodeRun(rows=False)).
+# test_fetch_fast_path.py holds the counts to the rows'. Such bodies are only for a caller that uses nothing else
+# (decoder.DecodeRun(rows=False)).
+# rows="packed" (`decode --out`): the same loops also keep each topic's entries as their bytes (packed.py), a
+# copy per topic; only an entry with records or aborted transactions costs more than its count.
 REQUEST_STAND_IN = RequestPartition(None, None, -1, -1, -1, -1, -1, -1)
 FORGOTTEN_STAND_IN = ForgottenPartition(None, None, -1)
 _TAGS_AT = _REQ_PART.size - 1
 _RESP_COUNTED = Struct(">4xh24xB4xBB")  # error code, aborted transactions marker, records length, tagged fields
-assert _RESP_COUNTED.size == _RESP_PART.size
+assert _RESP_COUNTED.size == _RESP_PART.size == RESPONSE_LAYOUT[0] and READ_REPLICA == _RESP_PART_HEAD + 1
+_READ_REPLICA_ON = Struct(">xixx")  # packed: an odd entry's preferred read replica and the rest of its record
 
 
 def _response_stand_in(error_code: int, records_bytes: int) -> ResponsePartition:
@@ -329,37 +334,48 @@ class _PlainStandIns(dict):
 _plain_stand_ins = _PlainStandIns()
 
 
-def _counted_request_entries(buf: memoryview, pos: int, version: int, names
+def _counted_request_entries(buf: memoryview, pos: int, version: int, names, packed: bool = False
                              ) -> tuple[tuple[RequestPartition, ...], tuple[ForgottenPartition, ...], int]:
-    """_request_entries' checks and counts, as stand-ins."""
+    """_request_entries' checks and counts, as stand-ins (`packed`: PackedEntries)."""
     size = _REQ_PART.size
     partitions = 0
+    blocks: list | None = [] if packed else None
     topics, pos = _count(buf, pos)
     for _ in range(topics):
-        _name, _tid, pos = _topic(buf, pos, version, names)
+        name, tid, pos = _topic(buf, pos, version, names)
         n, pos = _count(buf, pos)
         stop = pos + n * size
         if stop > len(buf):
             raise Unhandled("partitions past the end")
         if n and bytes(buf[pos + _TAGS_AT:stop:size]).count(0) != n:  # every entry's tagged-field count
             raise Unhandled("tagged fields")
+        if blocks is not None and n:
+            blocks.append((name, tid, n, bytes(buf[pos:stop])))
         partitions += n
         pos = _no_tags(buf, stop)
     forgotten = 0
+    gone: list | None = [] if packed else None
     topics, pos = _count(buf, pos)
     for _ in range(topics):
-        _name, _tid, pos = _topic(buf, pos, version, names)
+        name, tid, pos = _topic(buf, pos, version, names)
         n, pos = _count(buf, pos)
         if pos + 4 * n > len(buf):
             raise Unhandled("forgotten partitions past the end")
+        if gone is not None and n:
+            gone.append((name, tid, n, bytes(buf[pos:pos + 4 * n])))
         forgotten += n
         pos = _no_tags(buf, pos + 4 * n)
-    return (REQUEST_STAND_IN,) * partitions, (FORGOTTEN_STAND_IN,) * forgotten, pos
+    requested = (REQUEST_STAND_IN,) * partitions
+    dropped = (FORGOTTEN_STAND_IN,) * forgotten
+    if blocks is not None and gone is not None:
+        return PackedEntries(requested, blocks), PackedEntries(dropped, gone), pos
+    return requested, dropped, pos
 
 
-def _counted_response_entries(buf: memoryview, pos: int, version: int, names
+def _counted_response_entries(buf: memoryview, pos: int, version: int, names, packed: bool = False
                               ) -> tuple[tuple[ResponsePartition, ...], None, int]:
-    """_response_entries' checks, each entry a stand-in holding its error code and records length."""
+    """_response_entries' checks, each entry a stand-in holding its error code and records length (`packed`:
+    PackedEntries, each topic's entries as their bytes, an odd one as a record of the plain entry's size)."""
     end = len(buf)
     rows: list[ResponsePartition] = []
     append = rows.append
@@ -367,10 +383,14 @@ def _counted_response_entries(buf: memoryview, pos: int, version: int, names
     size = _RESP_COUNTED.size
     known = KNOWN_ERRORS
     plain = _plain_stand_ins
+    blocks: list | None = [] if packed else None
+    odd: list[OddEntry] = []
     topics, pos = _count(buf, pos)
     for _ in range(topics):
-        _name, _tid, pos = _topic(buf, pos, version, names)
+        name, tid, pos = _topic(buf, pos, version, names)
         n, pos = _count(buf, pos)
+        run = pos  # packed: where the plain entries not yet kept begin
+        pieces: list = []
         for _ in range(n):
             err, b, n_rec, tags = unpack(buf, pos)
             if err not in known:
@@ -381,7 +401,21 @@ def _counted_response_entries(buf: memoryview, pos: int, version: int, names
                 pos += size
                 append(plain[err])
                 continue
-            _aborted, _prr, recs, pos = _entry_rest(buf, pos, b, -1, end)
+            start = pos
+            aborted, prr, recs, pos = _entry_rest(buf, pos, b, -1, end)
             append(_response_stand_in(err, len(recs)) if recs else plain[err])
+            if blocks is not None:  # the entries before it, and its own record
+                if b == 0:  # the preferred read replica is where a plain entry has it
+                    pieces += (buf[run:start + _RESP_PART_PLAIN], b"\0\0")
+                else:
+                    pieces += (buf[run:start + _RESP_PART_HEAD], _READ_REPLICA_ON.pack(prr))
+                batches, count, compression, _partial = summarize(recs) if recs else (0, 0, None, 0)
+                odd.append((len(rows) - 1, aborted, len(recs) if recs else 0, batches, count, compression))
+                run = pos
+        if blocks is not None and n:
+            pieces.append(buf[run:pos])
+            blocks.append((name, tid, n, b"".join(pieces)))
         pos = _no_tags(buf, pos)
+    if blocks is not None:
+        return PackedEntries(tuple(rows), blocks, odd), None, pos
     return tuple(rows), None, pos

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
-from typing import Mapping
+from typing import Literal, Mapping
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
 from .headers import API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, api_name
@@ -31,6 +31,11 @@ class CodecError(ValueError):
 class UnsupportedApi(CodecError):
     """An (api key, version) this codec does not handle; callers just count it."""
 
+
+# What a decoded Fetch body's partition tuples hold: rows (True), stand-ins that only count (False: _fetch_flex),
+# or those stand-ins carrying the entries' packed fields ("packed": protocol/packed.py). Bodies the fast path does
+# not read always have rows.
+Rows = Literal[True, False, "packed"]
 
 # The versions whose layout this codec knows, per api key it reads (requests; responses likewise).
 FETCH_VERSIONS = range(0, 19)
@@ -179,10 +184,10 @@ def decodes_response(api_key: int, version: int) -> bool:
 
 
 def decode_request(api_key: int, version: int, body, topic_names: Mapping[str, str] | None = None,
-                   rows: bool = True):
+                   rows: Rows = True):
     """FetchRequestBody for Fetch/FetchSnapshot, ClientSoftware for ApiVersions v3+; else UnsupportedApi.
     Any bytes that do not decode raise CodecError, never anything else. `rows=False`: a Fetch body's partition
-    entries may be stand-ins that only count (_fetch_flex: for a caller that writes counts alone)."""
+    entries may be stand-ins that only count (_fetch_flex: for a caller that writes counts alone); "packed": see Rows."""
     try:
         return _decode_request(api_key, version, body, topic_names, rows)
     except CodecError:
@@ -199,7 +204,7 @@ def _unsupported(api_key: int, version: int, kind: str) -> UnsupportedApi:
     return UnsupportedApi(f"{api_name(api_key)} v{version} {kind}: a version fetchtool does not decode")
 
 
-def _decode_request(api_key: int, version: int, body, topic_names, rows: bool = True):
+def _decode_request(api_key: int, version: int, body, topic_names, rows: Rows = True):
     if api_key == FETCH:
         if version not in FETCH_VERSIONS:
             raise _unsupported(api_key, version, "request")
@@ -239,7 +244,7 @@ def decode_response(
     body,
     topic_names: Mapping[str, str] | None = None,
     keep_records: bool = False,
-    rows: bool = True,
+    rows: Rows = True,
 ):
     """FetchResponseBody for Fetch/FetchSnapshot, TopicNames for Metadata v10+; else UnsupportedApi.
     Any bytes that do not decode raise CodecError, never anything else. `rows=False`: as decode_request's."""
@@ -251,7 +256,7 @@ def decode_response(
         raise _damaged(api_key, version, "response", exc) from None
 
 
-def _decode_response(api_key: int, version: int, body, topic_names, keep_records: bool, rows: bool = True):
+def _decode_response(api_key: int, version: int, body, topic_names, keep_records: bool, rows: Rows = True):
     if api_key == FETCH:
         if version not in FETCH_VERSIONS:
             raise _unsupported(api_key, version, "response")

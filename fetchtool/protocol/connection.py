@@ -60,7 +60,7 @@ class DecodeContext:
     topic_names: dict[str, dict[str, str]] = field(default_factory=dict)  # broker "ip:port" -> id -> name
     on_fetch_request: Callable[[tuple[int, int, int]], None] | None = None  # (frame, conn, corr) now pending
     # False: the exchanges' partition tuples may be stand-ins good only for counting (decoder.DecodeRun.rows)
-    rows: bool = True
+    rows: codec.Rows = True
 
 
 @dataclass(slots=True)

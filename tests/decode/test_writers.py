@@ -173,3 +173,27 @@ def test_a_capture_whose_file_name_is_not_utf8_is_written_to_parquet_with_its_na
     for table in ("exchanges", "partitions"):
         files = set(pq.read_table(out / f"{table}.parquet").column("file").to_pylist())
         assert files == {"cap\\udcff.pcap"}
+
+
+def test_decode_out_writes_from_packed_entries_the_tables_rows_give(tmp_path):
+    # `decode --out` reads Fetch v12+ entries packed as on the wire (protocol/packed.py), every other body as
+    # rows, both kinds side by side in one batch (the sweep holds every Fetch version): the tables hold what the
+    # rows give, for the sweep and every capture of the project.
+    from fetchtool.protocol.packed import PackedEntries
+
+    sweep = tmp_path / "sweep.pcap"
+    write_sweep(sweep)
+    packed_seen = 0
+    for i, capture in enumerate([sweep, *CAPTURES]):
+        tables = {}
+        for rows in (True, "packed"):
+            out = tmp_path / f"{i}-{rows}"
+            items = [it for it in decode_capture(capture, rows=rows) if isinstance(it, Exchange)]
+            packed_seen += sum(type(it.request_partitions) is PackedEntries for it in items)
+            with ParquetTables(out, batch_exchanges=7, batch_partitions=10**9) as writer:
+                for it in items:
+                    writer.add(it)
+            tables[rows] = [pq.read_table(out / f"{t}.parquet") for t in ("exchanges", "partitions")]
+        assert tables[True][0].equals(tables["packed"][0]), capture.name
+        assert tables[True][1].equals(tables["packed"][1]), capture.name
+    assert packed_seen > 100

@@ -152,3 +152,67 @@ def test_the_rows_kept_are_bounded_and_forgetting_them_changes_no_row(monkeypatc
         parts = tuple(RequestPartition("t", None, p, 1000 + start + p, 1 << 20, -1, 5, 4) for p in range(3))
         assert _fetch_flex.read_request(_request(12, parts), 12, None).partitions == parts
         assert sum(map(len, _fetch_flex._ROWS.values())) <= 4 + 3  # the bound, plus one topic's entries
+
+
+# -- packed (rows="packed"): what `decode --out` reads --------------------------------------------------------
+from fetchtool.exchange import Exchange  # noqa: E402
+from fetchtool.pipeline.tables import exchanges_batch, partitions_batch  # noqa: E402
+from fetchtool.protocol.packed import PackedEntries  # noqa: E402
+
+
+def _exchange(version: int, request=None, response=None) -> Exchange:
+    return Exchange("cap.pcap", 1, 10, 11, 1.0, 1.5, "10.0.0.1:5000", "10.0.0.2:9092", 1, version, 7, "c", None,
+                    -1, 0, 0, 500, 1, 1 << 20, 0, None, 0, 0, 0, 100, 200,
+                    request.partitions if request else (), request.forgotten if request else (),
+                    response.partitions if response else None)
+
+
+def _same_tables(version: int, full, packed, kind: str) -> None:
+    """packed reads as full does (the same outcome), its entries packed, and the tables hold the same rows."""
+    if isinstance(full, str):
+        assert packed == full
+        return
+    assert not isinstance(packed, str), packed
+    args = {kind: full}
+    got = {kind: packed}
+    entries = packed.partitions
+    assert type(entries) is PackedEntries or not entries
+    assert partitions_batch([_exchange(version, **got)]).equals(partitions_batch([_exchange(version, **args)]))
+    assert exchanges_batch([_exchange(version, **got)]).equals(exchanges_batch([_exchange(version, **args)]))
+
+
+def _names(version: int, data, entries) -> dict[str, str] | None:
+    """Metadata's names for some of the topic ids (v13+), or none."""
+    ids = sorted({p.topic_id for p in entries if p.topic_id})
+    if version < 13 or not ids or not data.draw(st.booleans()):
+        return None
+    return {tid: f"topic-{i}" for i, tid in enumerate(ids) if data.draw(st.booleans())}
+
+
+@pytest.mark.parametrize("version", range(12, 19))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_request_read_packed_writes_the_partition_rows_its_rows_would(version, data):
+    drawn = data.draw(fetch_requests(version))
+    names = _names(version, data, drawn.partitions + drawn.forgotten)
+    raw = codec.encode_request(1, version, drawn)
+    for body in _mutations(raw, data):
+        full = _outcome(_fetch_flex.read_request, body, version, names)
+        packed = _outcome(_fetch_flex.read_request, body, version, names, "packed")
+        _same_tables(version, full, packed, "request")
+        if not isinstance(packed, str):
+            assert type(packed.forgotten) is PackedEntries or not packed.forgotten
+
+
+@pytest.mark.parametrize("version", range(12, 19))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_response_read_packed_writes_the_partition_rows_its_rows_would(version, data):
+    # entries with records, aborted transactions or both among plain ones, wherever they fall in a topic
+    drawn = data.draw(fetch_responses(version))
+    names = _names(version, data, drawn.partitions)
+    raw = codec.encode_response(1, version, drawn)
+    for body in _mutations(raw, data):
+        full = _outcome(_fetch_flex.read_response, body, version, names, False)
+        packed = _outcome(_fetch_flex.read_response, body, version, names, False, "packed")
+        _same_tables(version, full, packed, "response")
