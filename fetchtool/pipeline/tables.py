@@ -80,8 +80,9 @@ _KEY_COLUMNS: dict[str, str] = {
     "api_key": "i16",
     "entry": "utf8",  # "request" | "forgotten" | "response"
 }
+# record_count sums the batches' int32 counts, so it can pass an int32 (two damaged batch headers do)
 _INT64 = {"fetch_offset", "log_start_offset", "high_watermark", "last_stable_offset", "records_bytes",
-          "snapshot_end_offset"}
+          "record_count", "snapshot_end_offset"}
 _UTF8 = {"topic", "topic_id", "compression"}
 
 
@@ -200,32 +201,20 @@ def _odd_columns(packed: list[PackedEntries], n: int) -> dict[str, pa.Array]:
     (_f, aborted, at_aborted), (_f, size, at_size), (_f, batches, at_batches), (_f, count, at_count) = ints
     compression: list[str | None] = [None] * n
     first = 0  # the row of the body's first entry
-    try:
-        for body in packed:
-            for i, n_aborted, n_bytes, n_batches, n_records, codec in body.odd:
-                row = first + i
-                at_aborted.pack_into(aborted, 4 * row, n_aborted)
-                at_size.pack_into(size, 8 * row, n_bytes)
-                at_batches.pack_into(batches, 4 * row, n_batches)
-                at_count.pack_into(count, 4 * row, n_records)
-                compression[row] = codec
-            first += len(body)
-    except StructError:  # a count past the column's type (damaged batch headers): pa.array says what it is
-        return {f: _array(list(chain.from_iterable(_plain_or_odd(b, f) for b in packed)), _ARROW[PARTITION_COLUMNS[f]])
-                for f in ODD_FIELDS}
+    # Every value fits its column: a count is bounded by the body's length, record_count is an int64.
+    for body in packed:
+        for i, n_aborted, n_bytes, n_batches, n_records, codec in body.odd:
+            row = first + i
+            at_aborted.pack_into(aborted, at_aborted.size * row, n_aborted)
+            at_size.pack_into(size, at_size.size * row, n_bytes)
+            at_batches.pack_into(batches, at_batches.size * row, n_batches)
+            at_count.pack_into(count, at_count.size * row, n_records)
+            compression[row] = codec
+        first += len(body)
     columns = {f: pa.Array.from_buffers(_ARROW[PARTITION_COLUMNS[f]], n, [None, pa.py_buffer(data)])
                for f, data, _at in ints}
     columns["compression"] = _array(compression, pa.large_string())
     return columns
-
-
-def _plain_or_odd(body: PackedEntries, field: str) -> list:
-    """A field of every response entry of a body, for _odd_columns' slow way."""
-    values: list[object] = [_PLAIN[field]] * len(body)
-    k = ODD_FIELDS.index(field) + 1
-    for e in body.odd:
-        values[e[0]] = e[k]
-    return values
 
 
 def _wire_column(block: bytes, n: int, stride: int, offset: int, width: int, kind: str) -> pa.Array:

@@ -197,3 +197,40 @@ def test_decode_out_writes_from_packed_entries_the_tables_rows_give(tmp_path):
         assert tables[True][0].equals(tables["packed"][0]), capture.name
         assert tables[True][1].equals(tables["packed"][1]), capture.name
     assert packed_seen > 100
+
+
+def test_record_counts_that_sum_past_an_int32_are_written_not_a_traceback(tmp_path):
+    # A record batch header's count is an int32 and a partition's record_count sums them: two damaged headers
+    # claiming 2**31 - 1 records each made `decode --out` end in a traceback (ArrowInvalid: the column was int32).
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from fetchtool.capture.events import Endpoint
+    from fetchtool.capture.writer import LINKTYPE_ETHERNET, PcapWriter, TcpConversation
+    from fetchtool.exchange import RequestPartition
+    from fetchtool.protocol import codec
+    from fetchtool.protocol.headers import FETCH
+    from fetchtool.protocol.messages import request_frame, response_frame
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    builder.append(0, timestamp=1_700_000_000_000, key=None, value=b"v", headers=[])
+    one = bytearray(builder.build())
+    one[57:61] = (2**31 - 1).to_bytes(4, "big")  # the header's record count
+    asked = (RequestPartition("orders", None, 0, 5, 1048576, -1, -1, -1),)
+    answered = (ResponsePartition("orders", None, 0, 0, 10, 10, 0, -1, -1, -1, 0, 0, 0, None),)
+    capture = tmp_path / "counts.pcap"
+    with PcapWriter(capture, LINKTYPE_ETHERNET) as pcap:
+        link = TcpConversation(pcap, Endpoint("10.0.0.1", 50001), Endpoint("10.0.0.9", 9092))
+        t = link.handshake(1_700_000_000.0)
+        request = codec.encode_request(FETCH, 12, codec.FetchRequestBody(max_wait_ms=500, min_bytes=1,
+                                                                         partitions=asked))
+        response = codec.encode_response(FETCH, 12, codec.FetchResponseBody(0, 0, 0, answered, (bytes(one) * 2,)))
+        t = link.send("client", request_frame(FETCH, 12, 1, "consumer-1", request), t + 0.01)
+        link.close(link.send("server", response_frame(FETCH, 12, 1, response), t + 0.002))
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "fetchtool", "decode", "--out", str(out), str(capture)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    rows = pq.read_table(out / "partitions.parquet").to_pylist()
+    assert [(r["entry"], r["record_batches"], r["record_count"]) for r in rows if r["entry"] == "response"] == [
+        ("response", 2, 2 * (2**31 - 1))]
