@@ -1,5 +1,7 @@
-"""Figures for a session storm: wall time, max RSS and output size of the commands a support engineer runs, each
-measured from the shell with /usr/bin/time -v, and tshark 4.4's time on the same file for comparison.
+"""Figures for a session storm: wall time, CPU time, max RSS and output size of the commands a support engineer
+runs, each measured from the shell with /usr/bin/time -v, and tshark 4.4's time on the same file for comparison.
+The CPU is also given per process (the command, then the decoding and reading processes it forks), since on two
+cores the wall time is bound by the busiest process and by half the sum.
 
     python benchmarks/bench_session_storm.py [--sessions 100000] [--capture /tmp/storm100k.pcap] [--no-tshark]
 
@@ -16,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -35,16 +38,48 @@ TSHARK = os.environ.get("FETCHTOOL_TSHARK", "/opt/tshark44/tshark")
 
 
 def timed(argv: list[str], out: Path) -> dict:
-    """/usr/bin/time -v on argv, stdout to ``out``: wall seconds, max RSS MB, output bytes, exit status."""
+    """/usr/bin/time -v on argv, stdout to ``out``: wall seconds, CPU seconds (user + sys of the command and its
+    children), max RSS MB, output bytes, exit status; and the CPU seconds of each of its processes (the command
+    first, then the processes it forked: the decoding child and the reader), read from /proc while it runs."""
     with open(out, "wb") as sink, tempfile.NamedTemporaryFile("r", suffix=".time") as t:
-        rc = subprocess.run(["/usr/bin/time", "-v", "-o", t.name, *argv], stdout=sink, stderr=subprocess.DEVNULL,
-                            env=dict(os.environ, COLUMNS="160")).returncode
+        proc = subprocess.Popen(["/usr/bin/time", "-v", "-o", t.name, *argv], stdout=sink, stderr=subprocess.DEVNULL,
+                                env=dict(os.environ, COLUMNS="160"))
+        per_process = _watch(proc)
+        rc = proc.returncode
         text = Path(t.name).read_text()
     wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", text)
     h, m, s = (float(x) if x else 0.0 for x in wall.groups())
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1))
-    return {"wall_s": round(h * 3600 + m * 60 + s, 1), "max_rss_mb": round(rss / 1024, 1),
-            "output_bytes": out.stat().st_size, "exit": rc}
+    cpu = sum(float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", text).group(1)) for kind in ("User", "System"))
+    return {"wall_s": round(h * 3600 + m * 60 + s, 1), "cpu_s": round(cpu, 1), "max_rss_mb": round(rss / 1024, 1),
+            "output_bytes": out.stat().st_size, "exit": rc, "cpu_per_process": per_process}
+
+
+def _watch(proc: subprocess.Popen, every: float = 0.05) -> list[float]:
+    """Wait for ``proc`` (/usr/bin/time), reading every ``every`` seconds the CPU seconds (user + sys) of each
+    process under it, in the order they appeared; a process's last reading can miss its final ``every``
+    seconds. Empty where /proc does not list children (not Linux)."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    cpu: dict[int, float] = {}
+    while proc.poll() is None:
+        todo = _children(proc.pid)
+        while todo:
+            pid = todo.pop()
+            todo += _children(pid)
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # it ended between the two reads
+            cpu[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        time.sleep(every)
+    return [round(c, 1) for c in cpu.values()]
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,18 +96,21 @@ def main(argv: list[str] | None = None) -> int:
                                 str(args.sessions)], check=True, capture_output=True, text=True).stdout
         print("capture:", truth.strip().splitlines()[-1])
     print(f"{capture} ({capture.stat().st_size / 1e6:,.1f} MB)")
-    print(f"{'command':32} {'wall s':>8} {'max RSS MB':>11} {'output bytes':>14}")
+    print(f"{'command':32} {'wall s':>8} {'CPU s':>7} {'max RSS MB':>11} {'output bytes':>14}  CPU s per process")
     with tempfile.TemporaryDirectory() as tmp:
         for label, cmd in COMMANDS:
             if args.only and not any(label.startswith(o) for o in args.only):
                 continue
             r = timed([FETCHTOOL, *cmd, str(capture)], Path(tmp) / "out")
             flag = "" if r["exit"] == 0 else f"  (exit {r['exit']})"
-            print(f"{label:32} {r['wall_s']:>8} {r['max_rss_mb']:>11} {r['output_bytes']:>14,}{flag}")
+            split = " + ".join(map(str, r["cpu_per_process"]))
+            print(f"{label:32} {r['wall_s']:>8} {r['cpu_s']:>7} {r['max_rss_mb']:>11} {r['output_bytes']:>14,}  "
+                  f"{split}{flag}")
         if not args.no_tshark and Path(TSHARK).exists():
             r = timed([TSHARK, "-r", str(capture), "-Y", "kafka", "-T", "fields", "-e", "kafka.api_key"],
                       Path(tmp) / "out")
-            print(f"{'tshark 4.4 -Y kafka (fields)':32} {r['wall_s']:>8} {r['max_rss_mb']:>11} {r['output_bytes']:>14,}")
+            print(f"{'tshark 4.4 -Y kafka (fields)':32} {r['wall_s']:>8} {r['cpu_s']:>7} {r['max_rss_mb']:>11} "
+                  f"{r['output_bytes']:>14,}")
     return 0
 
 

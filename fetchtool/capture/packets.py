@@ -94,6 +94,7 @@ def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None,
     # (addrs, sport, dport) -> endpoints; () for a direction keep_flow declined
     flows: dict[tuple[bytes, int, int], tuple[Endpoint, Endpoint] | tuple[()]] = {}
     endpoints: dict[tuple[bytes, int], Endpoint] = {}
+    hosts: dict[bytes, str] = {}  # address bytes -> text, once per host (not per port: a storm's 100,000)
     unsupported: dict[int, int] = {}  # interface id -> link type
     packets = nbytes = segments = non_tcp = usable = 0
     try:
@@ -130,7 +131,7 @@ def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None,
             key = (addrs, sport, dport)
             pair = flows.get(key)
             if pair is None:
-                pair = flows[key] = (_endpoints(endpoints, addrs, sport, dport)
+                pair = flows[key] = (_endpoints(endpoints, hosts, addrs, sport, dport)
                                      if keep_flow is None or keep_flow(addrs, sport, dport) else ())
             if truncated:
                 warnings[W_TRUNCATED] += 1
@@ -149,13 +150,16 @@ def iter_segments(path: str | os.PathLike, stats: CaptureStats | None = None,
         raise CaptureError(f"{path}: nothing could be read: unsupported link type {types}")
 
 
-def _endpoints(cache: dict, addrs: bytes, sport: int, dport: int) -> tuple[Endpoint, Endpoint]:
+def _endpoints(cache: dict, hosts: dict, addrs: bytes, sport: int, dport: int) -> tuple[Endpoint, Endpoint]:
     half = len(addrs) // 2
-    return _endpoint(cache, addrs[:half], sport), _endpoint(cache, addrs[half:], dport)
+    return _endpoint(cache, hosts, addrs[:half], sport), _endpoint(cache, hosts, addrs[half:], dport)
 
 
-def _endpoint(cache: dict, addr: bytes, port: int) -> Endpoint:
+def _endpoint(cache: dict, hosts: dict, addr: bytes, port: int) -> Endpoint:
     ep = cache.get((addr, port))
     if ep is None:
-        ep = cache[(addr, port)] = Endpoint(str(ipaddress.ip_address(addr)), port)
+        ip = hosts.get(addr)
+        if ip is None:
+            ip = hosts[addr] = str(ipaddress.ip_address(addr))
+        ep = cache[(addr, port)] = Endpoint(ip, port)
     return ep

@@ -27,6 +27,7 @@ import pickle
 import select
 import signal
 import struct
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, TypeVar
@@ -225,8 +226,10 @@ def _child(paths: list, fd: int) -> tuple[list[list], str | None]:
 
 def _send(out, paths: list, files: list[list]) -> None:
     # -> its number in the batches, oldest first: at most ENDPOINT_SLOTS, the oldest's number reused for a new
-    # one (both processes hold one entry per number, not one per endpoint ever seen: 200,000 on a session storm)
-    endpoints: dict[Endpoint, int] = {}
+    # one (both processes hold one entry per number, not one per endpoint ever seen: 200,000 on a session storm).
+    # An OrderedDict: the oldest of a plain dict, popped again and again, is found by walking over the deleted
+    # entries before it (a storm's new port per connection: 4.5% of the reader's time).
+    endpoints: OrderedDict[Endpoint, int] = OrderedDict()
     descs: list[bytes] = []
     data: list[bytes] = []
     pack = _DESC.pack
@@ -239,7 +242,7 @@ def _send(out, paths: list, files: list[list]) -> None:
             else:  # reuse the oldest number, never the one the same event names beside it (``keep``)
                 old = next(iter(endpoints))
                 if old == keep:
-                    endpoints[old] = endpoints.pop(old)  # now the newest
+                    endpoints.move_to_end(old)  # now the newest
                     old = next(iter(endpoints))
                 i = endpoints.pop(old)
             endpoints[e] = i
