@@ -28,6 +28,7 @@ tshark's CPU / the command's (steadier than wall time on a busy machine), decode
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
 import statistics
@@ -37,6 +38,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from bench_startup import compile_fetchtool, interpreter
 
 TSHARK = os.environ.get("FETCHTOOL_TSHARK", "/opt/tshark44/tshark")
 TSHARK_FIELDS = ("frame.number", "kafka.correlation_id", "kafka.fetch_session_id", "kafka.fetch_session_epoch",
@@ -211,6 +214,11 @@ def main(argv: list[str] | None = None) -> int:
         if not c.is_file():
             ap.error(f"{c}: no such capture")
     fetchtool = fetchtool_command(args.fetchtool)
+    # Bytecode compiled first, as `pip install` does: a source tree run with PYTHONDONTWRITEBYTECODE would
+    # otherwise be timed compiling every module it changed, on every run.
+    compile_fetchtool(interpreter(fetchtool[0]) if fetchtool[0] != sys.executable else sys.executable)
+    if args.baseline:
+        compileall.compile_dir(Path(args.baseline) / "fetchtool", quiet=1)
     print(f"fetchtool: {' '.join(fetchtool)}; {args.runs} runs each, interleaved; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     results = bench(args.captures, names, args.runs, fetchtool, args.baseline)
