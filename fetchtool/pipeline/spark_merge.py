@@ -108,8 +108,17 @@ def estimate_savings(items, savings_of=None) -> SavingsEstimator:
     for _key, it in items:
         if isinstance(it, Exchange):
             savings.feed(it)
-    # per-stream models are not needed any more: do not ship them to the driver
+    return _results_only(savings)
+
+
+def _results_only(savings: SavingsEstimator) -> SavingsEstimator:
+    """The estimator without its per-stream models (they and their session keys would be most of its pickle,
+    and the driver's merge reads only the sums): what an executor sends the driver."""
     savings.streams, savings._by_session, savings.only = {}, {}, None
+    savings.parked.clear()
+    savings._session_keys.clear()
+    savings._released.clear()
+    savings.open_conns.clear()
     return savings
 
 
@@ -152,8 +161,7 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
     lives = [(first_seen[id(s)], life) for s, life in zip(sessions, run.session_lives())]
     savings = run.savings
     if isinstance(savings, SavingsEstimator):
-        # per-stream models are not needed any more: do not ship them to the driver
-        savings.streams, savings._by_session, savings.only = {}, {}, None
+        savings = _results_only(savings)
     else:
         savings = None
     return BrokerPart(broker, run.totals, run.broker_summaries(), lives, notes,

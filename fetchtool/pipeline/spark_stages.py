@@ -62,7 +62,11 @@ ITEM_COLUMNS = ("kind", "broker", "client", "set", "frame", "task", "conn", "cor
 ITEM_SCHEMA = ("kind string, broker string, client string, set int, frame long, task int, conn int, corr int, "
                "seq long, blob binary")
 SORT_KEY = ("set", "frame", "task", "conn", "corr", "seq")
-BATCH_ROWS = 4096  # rows per Arrow batch a stage yields
+BATCH_ROWS = 4096  # rows per Arrow batch a stage yields, at most
+# Stage 1's item batches are also cut at this many bytes of items: the JVM caches a batch as it arrives, so a
+# task's items are cached while it decodes the next ones, not all after its last row (by rows alone, a task of a
+# few thousand big items gave the JVM one batch at its end)
+BATCH_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -405,7 +409,6 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     last: float | None = None
     last_kept: float | None = None
     exchanges = 0
-    rows: list[tuple] = []
     brokers: Counter = Counter()
     groups: Counter = Counter()
     sessionless: Counter = Counter()
@@ -433,13 +436,9 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
                     sessionless[(it.broker, client)] += 1
                 partition_rows += (len(it.request_partitions) + len(it.forgotten_partitions)
                                    + len(it.response_partitions or ()))
-            rows.append(("item", it.broker, client, plan.set_idx, frame, plan.task, it.conn, it.correlation_id, seq,
-                         item_blob(it)))
-            if len(rows) >= BATCH_ROWS:
-                yield from rows
-                rows = []
+            yield ("item", it.broker, client, plan.set_idx, frame, plan.task, it.conn, it.correlation_id, seq,
+                   item_blob(it))
         seq += 1
-    yield from rows
     facts = TaskFacts(plan.task, plan.set_idx, [(frame, i) for i, frame in enumerate(firsts, 1)], learnt, named,
                       report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers, groups, partition_rows,
                       sessionless)
@@ -453,11 +452,13 @@ def decode_stage(plans: list[TaskPlan], ports: frozenset[int] | None, window=Non
         for batch in batches:
             for task in batch.column(0).to_pylist():
                 chunk: list[tuple] = []
+                size = 0
                 for row in decode_task(plans[task], ports, window):
                     chunk.append(row)
-                    if len(chunk) >= BATCH_ROWS:
+                    size += len(row[-1])
+                    if len(chunk) >= BATCH_ROWS or size >= BATCH_BYTES:
                         yield _item_batch(chunk)
-                        chunk = []
+                        chunk, size = [], 0
                 if chunk:
                     yield _item_batch(chunk)
 

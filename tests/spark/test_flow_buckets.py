@@ -90,3 +90,23 @@ def test_the_buckets_together_decode_what_one_task_decodes():
     assert len(one) > 1500
     assert items(3) == one
     assert items(3, assigned) == one  # the heaviest flows spread by weight, the others by hash
+
+
+def test_a_task_hands_its_items_over_in_batches_of_about_a_megabyte_while_it_decodes(monkeypatch):
+    # The JVM caches a batch as it arrives: a task that kept its items to the end made the cache wait for it.
+    import pyarrow as pa
+
+    from fetchtool.pipeline import spark_stages
+
+    monkeypatch.setattr(spark_stages, "BATCH_BYTES", 64 << 10, raising=False)  # the capture's items are ~1 MB in all
+    plan = TaskPlan(0, 0, 0, 1, ((0, str(FOLLOWERS), 0),), FOLLOWERS.name, 10**9, 2e9)
+    rows = list(decode_task(plan, None))
+    batches = list(spark_stages.decode_stage([plan], None)([pa.record_batch([pa.array([0])], names=["id"])]))
+    sizes = [sum(len(b) for b in batch.column("blob").to_pylist()) for batch in batches]
+    biggest = max(len(row[-1]) for row in rows)
+    assert len(batches) > 5
+    assert all(64 << 10 <= size < (64 << 10) + biggest for size in sizes[:-1])
+    def same(rows):  # items compared decoded (marshal's bytes depend on reference counts); the facts row last
+        return [(*r[:-1], item_of(r[-1])) for r in rows[:-1]], rows[-1][0]
+
+    assert same([tuple(r.values()) for b in batches for r in b.to_pylist()]) == same(rows)
