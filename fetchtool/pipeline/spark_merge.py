@@ -108,17 +108,8 @@ def estimate_savings(items, savings_of=None) -> SavingsEstimator:
     for _key, it in items:
         if isinstance(it, Exchange):
             savings.feed(it)
-    return _results_only(savings)
-
-
-def _results_only(savings: SavingsEstimator) -> SavingsEstimator:
-    """The estimator without its per-stream models (they and their session keys would be most of its pickle,
-    and the driver's merge reads only the sums): what an executor sends the driver."""
-    savings.streams, savings._by_session, savings.only = {}, {}, None
-    savings.parked.clear()
-    savings._session_keys.clear()
-    savings._released.clear()
-    savings.open_conns.clear()
+    savings.only = None  # (a filter made for this run, not for the driver)
+    savings.drop_models()  # the driver's merge reads only the sums
     return savings
 
 
@@ -161,7 +152,8 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
     lives = [(first_seen[id(s)], life) for s, life in zip(sessions, run.session_lives())]
     savings = run.savings
     if isinstance(savings, SavingsEstimator):
-        savings = _results_only(savings)
+        savings.only = None
+        savings.drop_models()
     else:
         savings = None
     return BrokerPart(broker, run.totals, run.broker_summaries(), lives, notes,

@@ -47,3 +47,34 @@ def test_an_error_on_one_partition_is_returned_once_then_the_recovered_value():
     _fetch(cap, offsets, quiet)                                               # p1 recovered, same watermark
     _fetch(cap, offsets, quiet)
     assert _equivalents(cap) == [(4, 4), (0, 1), (0, 1), (0, 0)]
+
+
+def test_estimates_made_per_broker_add_up_to_the_one_pass_estimate_with_its_released_session_note():
+    # The Spark engine estimates each broker's exchanges apart and merges the sums. A connection that continues
+    # a session whose model was released long ago is noted; merge() dropped that count, so only the embedded
+    # report said so.
+    from fetchtool.analysis.savings.estimator import PARKED_MODELS
+
+    cap = Capture()
+    cap.fetch(client="10.0.0.1:40000", conn=1, epoch=0, response_session_id=5)
+    for i in range(PARKED_MODELS + 1):  # enough closed sessions that the first one's model is released
+        cap.fetch(client=f"10.0.0.2:{20000 + i}", conn=10 + i, epoch=0, response_session_id=100 + i)
+    cap.fetch(client="10.0.0.1:40001", conn=2, session_id=5, epoch=1, response_session_id=5)
+    cap.fetch(client="10.0.0.3:30000", broker="10.0.0.8:9092", conn=3, epoch=0, response_session_id=7)
+
+    def estimate(exchanges) -> SavingsEstimator:
+        savings = SavingsEstimator()
+        for ex in exchanges:
+            savings.feed(ex)
+            savings.connection_ended(ex.conn)
+        return savings
+
+    one_pass = estimate(cap.exchanges)
+    assert one_pass.released_misses == 1
+    merged = SavingsEstimator()
+    for broker in ("10.0.0.9:9092", "10.0.0.8:9092"):
+        part = estimate([ex for ex in cap.exchanges if ex.broker == broker])
+        part.drop_models()  # as an executor sends it
+        merged.merge(part)
+    assert merged.result().to_json() == one_pass.result().to_json()
+    assert any("continued a session" in note for note in merged.result().notes)

@@ -283,6 +283,11 @@ class SavingsEstimator:
         counts = {k: len(v) for k, v in self.address_sets.items()}
         self.address_sets = {}
         self._counted = counts
+        self.drop_models()
+
+    def drop_models(self) -> None:
+        """The per-connection models and what finds them go; the sums stay, and merge() still takes them (what
+        the Spark engine's executors send its driver: the models were most of the pickle)."""
         self.streams.clear()
         self.parked.clear()
         self._by_session.clear()
@@ -395,6 +400,7 @@ class SavingsEstimator:
             self.address_sets.setdefault(key, set()).update(every)
         self.snapshot_exchanges += other.snapshot_exchanges
         self.model_errors += other.model_errors
+        self.released_misses += other.released_misses
         self.granting |= other.granting
         for key, (potential, actual) in other.per_pair.items():
             pair = self.per_pair.setdefault(key, [0, 0])
