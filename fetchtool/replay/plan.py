@@ -540,22 +540,12 @@ def _step_reads(wanted: tuple[WantedPartition, ...], in_response: dict, broker_l
     """What a read of each wanted partition gives at this step: the response's partition, else the broker's
     latest knowledge of it. The reads say which partitions' results are not the very objects of the stream's
     ``previous`` reads, so that the engine's incremental response visits only those (sessions.ReadResults)."""
+    reads = ReadResults(since=previous)
     last = previous.get
-    # While the wanted partitions are the previous reads' keys in the same order (the very key objects: a steady
-    # set, or a full request sent again), each one's previous result is read alongside instead of looked up, and
-    # the reads are the previous ones copied (their keys' hashes kept) with only the changed ones set.
-    alongside = iter(previous.items()) if len(previous) == len(wanted) else None
-    results: list[PartitionResult] = []
     changed: list = []
     for w in wanted:
         key = w.key
-        if alongside is not None:
-            had, before = next(alongside)
-            if had is not key:
-                alongside = None
-                before = last(key)
-        else:
-            before = last(key)
+        before = last(key)
         got = in_response.get(w.tp) if in_response else None
         if got is None:
             log = broker_logs.get(w.tp)
@@ -574,17 +564,9 @@ def _step_reads(wanted: tuple[WantedPartition, ...], in_response: dict, broker_l
             else:
                 result = PartitionResult(got[_ERROR], hw, stable, got[_R_LOG_START], got[_RECORDS_BYTES],
                                          got[_DIVERGING], got[_PREFERRED])
-        results.append(result)
+        reads[key] = result
         if result is not before:
             changed += (key, result)
-    if alongside is not None:
-        reads = ReadResults(previous, previous)
-        flat = iter(changed)
-        for key, result in zip(flat, flat):
-            reads[key] = result
-        reads.changed = tuple(changed)
-        return reads
-    reads = ReadResults(zip([w.key for w in wanted], results), previous)
     if len(reads) == len(wanted):
         reads.changed = tuple(changed)   # what settle() works out, in one pass
     else:
