@@ -73,7 +73,8 @@ def test_timeline_puts_a_response_before_a_request_at_the_same_instant():
 
 def test_a_storm_of_one_clients_connections_each_with_its_own_session_plans_in_seconds():
     """100,000 connections of one client (benchmarks/session_storm.py) took hours to plan: every connection was
-    compared with every earlier one to find the connection it carries a session on from. 20,000 took ~200 s."""
+    compared with every earlier one to find the connection it carries a session on from. 20,000 took 63 s (measured on
+    e114008; this test fails there), now about 1 s."""
     exchanges = []
     for n in range(20_000):
         consumer = Consumer(f"10.1.0.5:{20000 + n % 40000}", conn=n)
@@ -85,7 +86,7 @@ def test_a_storm_of_one_clients_connections_each_with_its_own_session_plans_in_s
     plan = build_plan(exchanges)
     took = time.perf_counter() - started
     assert len(plan.streams) == 20_000 and not any(s.follows is not None for s in plan.streams)
-    assert took < 30, f"planning 20,000 connections took {took:.1f} s"   # about 1 s; an order of magnitude above
+    assert took < 30, f"planning 20,000 connections took {took:.1f} s"   # about 1 s; generous for a loaded machine
 
 
 def test_a_client_that_reconnects_with_the_session_it_held_follows_the_connection_that_ended_last():
