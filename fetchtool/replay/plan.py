@@ -686,24 +686,30 @@ def link_reconnects(streams: list[ClientStream]) -> None:
     connection's first request names the session id the client held (or both hold none). A client restarted
     under the same id starts again from (0, 0) and is not linked.
     """
-    def key(s: ClientStream) -> tuple:
-        return s.host, s.client_id, s.broker, s.is_follower, s.behaviour
-
-    def end(s: ClientStream) -> int:
-        last = s.fetches[-1]
-        return max(last.t_ms, last.response_t_ms or 0)
-
-    tails: dict[tuple, list[ClientStream]] = {}   # per client: the last stream of each chain so far
+    # Per client and session id held at the end: the last stream of each chain that a later connection opening
+    # with that id could follow, in the order they became tails, with its end. Kept by the id it ends with, so
+    # that a connection looks only at the chains it could follow (a storm of 100,000 connections of one client,
+    # each with its own session, was quadratic when every connection looked at every chain).
+    tails: dict[tuple, list[tuple[int, ClientStream]]] = {}
     for s in sorted(streams, key=lambda s: (s.fetches[0].t_ms, s.index)):
-        chains = tails.setdefault(key(s), [])
+        client = (s.host, s.client_id, s.broker, s.is_follower, s.behaviour)
         first = s.fetches[0]
-        candidates = [t for t in chains if end(t) <= first.t_ms and not (t.behaviour == SESSION and
-                      t.fetches[-1].epoch == -1) and session_after(t.fetches[-1]) == first.session_id]
-        if candidates:
-            before = max(candidates, key=end)   # the connection that ended last
-            s.follows = before.index
-            chains.remove(before)
-        chains.append(s)
+        chains = tails.get(client + (first.session_id,))
+        if chains:
+            before = None
+            latest = 0
+            at = -1
+            for n, (end, t) in enumerate(chains):
+                # the connection that ended last (the first of equals), before this one started
+                if end <= first.t_ms and (before is None or end > latest):
+                    before, latest, at = t, end, n
+            if before is not None:
+                s.follows = before.index
+                del chains[at]
+        last = s.fetches[-1]
+        if not (s.behaviour == SESSION and last.epoch == -1):   # a closed client is followed by none
+            tails.setdefault(client + (session_after(last),), []).append(
+                (max(last.t_ms, last.response_t_ms or 0), s))
 
 
 def _us(seconds: float) -> int:

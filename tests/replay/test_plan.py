@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from fetchtool.replay.plan import ALWAYS_NEW, REQUEST, RESPONSE, SESSION, SESSIONLESS, build_plan
 from fetchtool.sessions.partitions import TopicPartition
 
@@ -67,3 +69,37 @@ def test_timeline_puts_a_response_before_a_request_at_the_same_instant():
     assert phases == [(0, REQUEST), (10, RESPONSE), (10, REQUEST), (15, RESPONSE)]
     summary = plan.summary()
     assert summary["requests"] == 2 and summary["clients"] == 2 and summary["duration_s"] == 0.015
+
+
+def test_a_storm_of_one_clients_connections_each_with_its_own_session_plans_in_seconds():
+    """100,000 connections of one client (benchmarks/session_storm.py) took hours to plan: every connection was
+    compared with every earlier one to find the connection it carries a session on from. 20,000 took 63 s (measured on
+    e114008; this test fails there), now about 1 s."""
+    exchanges = []
+    for n in range(20_000):
+        consumer = Consumer(f"10.1.0.5:{20000 + n % 40000}", conn=n)
+        consumer.fetch(n * 0.01, 0, 0, [req("orders", n % 4)], response_session_id=1_000_000 + n)
+        if n % 2:
+            consumer.fetch(n * 0.01 + 0.005, 1_000_000 + n, 1, [], response=[], response_session_id=1_000_000 + n)
+        exchanges += consumer.exchanges
+    started = time.perf_counter()
+    plan = build_plan(exchanges)
+    took = time.perf_counter() - started
+    assert len(plan.streams) == 20_000 and not any(s.follows is not None for s in plan.streams)
+    assert took < 30, f"planning 20,000 connections took {took:.1f} s"   # about 1 s; generous for a loaded machine
+
+
+def test_a_client_that_reconnects_with_the_session_it_held_follows_the_connection_that_ended_last():
+    """Of a client's earlier connections that ended holding the session the new one opens with, the new one
+    carries on from the one that ended last; a connection holding another session is not followed."""
+    a, b, e, c, d = (Consumer(f"10.0.0.9:{40000 + k}", conn=k) for k in range(5))
+    for consumer, t, session in ((a, 0.0, 7), (b, 0.02, 8), (e, 0.04, 7)):
+        consumer.fetch(t, 0, 0, [req("orders", 0)], response_session_id=session)
+        consumer.fetch(t + 0.01, session, 1, [], response=[], response_session_id=session)
+    c.fetch(0.2, 7, 2, [], response=[], response_session_id=7, rtt=0.3)   # ends at 0.5 holding 7
+    d.fetch(1.0, 7, 3, [], response=[], response_session_id=7)
+    plan = build_plan(a.exchanges + b.exchanges + e.exchanges + c.exchanges + d.exchanges)
+    by_client = {s.client: s for s in plan.streams}
+    assert by_client[c.client].follows == by_client[e.client].index     # e ended after a
+    assert by_client[d.client].follows == by_client[c.client].index
+    assert [by_client[x.client].follows for x in (a, b, e)] == [None, None, None]
