@@ -337,39 +337,37 @@ _plain_stand_ins = _PlainStandIns()
 def _counted_request_entries(buf: memoryview, pos: int, version: int, names, packed: bool = False
                              ) -> tuple[tuple[RequestPartition, ...], tuple[ForgottenPartition, ...], int]:
     """_request_entries' checks and counts, as stand-ins (`packed`: PackedEntries)."""
-    size = _REQ_PART.size
-    partitions = 0
     blocks: list | None = [] if packed else None
+    gone: list | None = [] if packed else None
+    partitions, pos = _counted_topics(buf, pos, version, names, _REQ_PART.size, _TAGS_AT, "partitions", blocks)
+    forgotten, pos = _counted_topics(buf, pos, version, names, 4, None, "forgotten partitions", gone)
+    requested = (REQUEST_STAND_IN,) * partitions
+    dropped = (FORGOTTEN_STAND_IN,) * forgotten
+    if blocks is not None and gone is not None:
+        return PackedEntries(requested, blocks), PackedEntries(dropped, gone), pos
+    return requested, dropped, pos
+
+
+def _counted_topics(buf: memoryview, pos: int, version: int, names, size: int, tags_at: int | None, what: str,
+                    kept: list | None) -> tuple[int, int]:
+    """An array of topics whose entries are `size` bytes each (a request's partitions, or its forgotten ones),
+    checked as _request_entries checks them (each entry's tagged-field count at `tags_at`, where it has one):
+    how many entries, and the position after the array. `kept`: each topic's entries appended as their bytes."""
+    entries = 0
     topics, pos = _count(buf, pos)
     for _ in range(topics):
         name, tid, pos = _topic(buf, pos, version, names)
         n, pos = _count(buf, pos)
         stop = pos + n * size
         if stop > len(buf):
-            raise Unhandled("partitions past the end")
-        if n and bytes(buf[pos + _TAGS_AT:stop:size]).count(0) != n:  # every entry's tagged-field count
+            raise Unhandled(f"{what} past the end")
+        if tags_at is not None and n and bytes(buf[pos + tags_at:stop:size]).count(0) != n:
             raise Unhandled("tagged fields")
-        if blocks is not None and n:
-            blocks.append((name, tid, n, bytes(buf[pos:stop])))
-        partitions += n
+        if kept is not None and n:
+            kept.append((name, tid, n, bytes(buf[pos:stop])))
+        entries += n
         pos = _no_tags(buf, stop)
-    forgotten = 0
-    gone: list | None = [] if packed else None
-    topics, pos = _count(buf, pos)
-    for _ in range(topics):
-        name, tid, pos = _topic(buf, pos, version, names)
-        n, pos = _count(buf, pos)
-        if pos + 4 * n > len(buf):
-            raise Unhandled("forgotten partitions past the end")
-        if gone is not None and n:
-            gone.append((name, tid, n, bytes(buf[pos:pos + 4 * n])))
-        forgotten += n
-        pos = _no_tags(buf, pos + 4 * n)
-    requested = (REQUEST_STAND_IN,) * partitions
-    dropped = (FORGOTTEN_STAND_IN,) * forgotten
-    if blocks is not None and gone is not None:
-        return PackedEntries(requested, blocks), PackedEntries(dropped, gone), pos
-    return requested, dropped, pos
+    return entries, pos
 
 
 def _counted_response_entries(buf: memoryview, pos: int, version: int, names, packed: bool = False
