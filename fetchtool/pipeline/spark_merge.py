@@ -108,7 +108,6 @@ def estimate_savings(items, savings_of=None) -> SavingsEstimator:
     for _key, it in items:
         if isinstance(it, Exchange):
             savings.feed(it)
-    savings.only = None  # (a filter made for this run, not for the driver)
     savings.drop_models()  # the driver's merge reads only the sums
     return savings
 
@@ -152,7 +151,6 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
     lives = [(first_seen[id(s)], life) for s, life in zip(sessions, run.session_lives())]
     savings = run.savings
     if isinstance(savings, SavingsEstimator):
-        savings.only = None
         savings.drop_models()
     else:
         savings = None

@@ -286,8 +286,10 @@ class SavingsEstimator:
         self.drop_models()
 
     def drop_models(self) -> None:
-        """The per-connection models and what finds them go; the sums stay, and merge() still takes them (what
-        the Spark engine's executors send its driver: the models were most of the pickle)."""
+        """Nothing more will be fed: the per-connection models, what finds them and the exchange filter go; the
+        sums stay, and merge() still takes them (what the Spark engine's executors send its driver: the models
+        were most of the pickle, and a filter made for the run need not travel)."""
+        self.only = None
         self.streams.clear()
         self.parked.clear()
         self._by_session.clear()
