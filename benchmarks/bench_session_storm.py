@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _timing import tree_cpu
+
 HERE = Path(__file__).resolve().parent
 COMMANDS = (
     ("analyze --format json", ["analyze", "--format", "json"]),
@@ -55,31 +57,15 @@ def timed(argv: list[str], out: Path) -> dict:
             "output_bytes": out.stat().st_size, "exit": rc, "cpu_per_process": per_process}
 
 
-def _watch(proc: subprocess.Popen, every: float = 0.05) -> list[float]:
-    """Wait for ``proc`` (/usr/bin/time), reading every ``every`` seconds the CPU seconds (user + sys) of each
-    process under it, in the order they appeared; a process's last reading can miss its final ``every``
-    seconds. Empty where /proc does not list children (not Linux)."""
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    cpu: dict[int, float] = {}
+def _watch(proc: subprocess.Popen, every: float = 0.1) -> list[float]:
+    """Wait for ``proc`` (/usr/bin/time), sampling every ``every`` seconds the CPU seconds of each process under
+    it (_timing.tree_cpu), in the order they appeared. Empty where there is no /proc (not Linux)."""
+    seen: dict[int, tuple[str, float]] = {}
     while proc.poll() is None:
-        todo = _children(proc.pid)
-        while todo:
-            pid = todo.pop()
-            todo += _children(pid)
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue  # it ended between the two reads
-            cpu[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        if os.path.isdir("/proc"):
+            tree_cpu(proc.pid, seen)
         time.sleep(every)
-    return [round(c, 1) for c in cpu.values()]
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
+    return [round(s, 1) for pid, (_kind, s) in seen.items() if pid != proc.pid]  # (not /usr/bin/time's own)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _timing import tree_cpu
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "captures" / "kafka-python-tansu.pcap"
 DRIVER = ("import atexit, sys\n"
@@ -108,34 +110,6 @@ def rotate(capture: Path, pieces: int, out: Path) -> list[Path]:
 
 
 # -- whole commands -----------------------------------------------------------------------------------------------
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _tree_cpu(root: int, seen: dict[int, tuple[str, float]]) -> None:
-    """Note the CPU seconds so far (user + system) of `root` and every process under it: pid -> (kind, s)."""
-    children: dict[int, list[int]] = {}
-    stats: dict[int, tuple[str, float]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                text = fh.read()
-        except OSError:
-            continue
-        comm = text[text.index("(") + 1:text.rindex(")")]
-        fields = text[text.rindex(")") + 2:].split()
-        pid = int(entry)
-        children.setdefault(int(fields[1]), []).append(pid)
-        stats[pid] = ("jvm" if comm == "java" else "py", (int(fields[11]) + int(fields[12])) / TICK)
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        if pid in stats:
-            seen[pid] = stats[pid]
-        todo.extend(children.get(pid, ()))
-
-
 CLUSTER_PIDS: list[int] = []  # a standalone cluster's master and workers: its executors are their children
 
 
@@ -148,11 +122,11 @@ def run(args: list[str], env: dict, cwd: Path) -> dict:
         seen: dict[int, tuple[str, float]] = {}
         before: dict[int, tuple[str, float]] = {}
         for pid in CLUSTER_PIDS:  # what the cluster's processes had spent before the command
-            _tree_cpu(pid, before)
+            tree_cpu(pid, before)
         while proc.poll() is None:
-            _tree_cpu(proc.pid, seen)
+            tree_cpu(proc.pid, seen)
             for pid in CLUSTER_PIDS:
-                _tree_cpu(pid, seen)
+                tree_cpu(pid, seen)
             time.sleep(0.1)
         for pid, (kind, s) in before.items():
             if pid in seen:
