@@ -3,8 +3,15 @@ bytes: a consumer's requests repeat most of them. A kept row must be the one a f
 
 import uuid
 
-from fetchtool.exchange import RequestPartition
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_codec_roundtrip import fetch_requests, fetch_responses
+
+from fetchtool.exchange import Exchange, RequestPartition
+from fetchtool.pipeline.tables import exchanges_batch, partitions_batch
 from fetchtool.protocol import _fetch_flex, codec
+from fetchtool.protocol.packed import PackedEntries
 
 
 def _request(version: int, parts: tuple[RequestPartition, ...]) -> bytes:
@@ -51,12 +58,6 @@ def test_an_entry_with_tagged_fields_is_left_to_kio_even_after_the_same_entry_wi
 
 
 # -- counts only (rows=False): what `decode --format jsonl` reads -----------------------------------------
-import pytest  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from test_codec_roundtrip import fetch_requests, fetch_responses  # noqa: E402
-
-
 def _outcome(read, *args):
     """What the codec's caller sees of a fast-path read: the body, CodecError (no fallback), or any other
     exception (kio decides)."""
@@ -155,11 +156,6 @@ def test_the_rows_kept_are_bounded_and_forgetting_them_changes_no_row(monkeypatc
 
 
 # -- packed (rows="packed"): what `decode --out` reads --------------------------------------------------------
-from fetchtool.exchange import Exchange  # noqa: E402
-from fetchtool.pipeline.tables import exchanges_batch, partitions_batch  # noqa: E402
-from fetchtool.protocol.packed import PackedEntries  # noqa: E402
-
-
 def _exchange(version: int, request=None, response=None) -> Exchange:
     return Exchange("cap.pcap", 1, 10, 11, 1.0, 1.5, "10.0.0.1:5000", "10.0.0.2:9092", 1, version, 7, "c", None,
                     -1, 0, 0, 500, 1, 1 << 20, 0, None, 0, 0, 0, 100, 200,
