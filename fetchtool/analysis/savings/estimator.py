@@ -45,7 +45,8 @@ from fetchtool.exchange import FETCH, Exchange
 
 from fetchtool.analysis.model import JSON_LIST
 from fetchtool.analysis.savings.model import (CLOSE, FULL, INCREMENTAL, LOST, POTENTIAL, REALISED, REFUSED,
-                                              SESSIONLESS, ByteSums, ExchangeSavings, StreamModel)
+                                              SESSIONLESS, ByteSums, ExchangeSavings, Replay, StreamModel)
+from fetchtool.analysis.savings.state import KeyDirectory
 from fetchtool.analysis.tracking.kraft import is_kraft_voter_fetch
 from fetchtool.analysis.tracking.tracker import grants_session, host_of
 
@@ -253,7 +254,8 @@ class SavingsEstimator:
         self.only = only  # the exchanges to count (--client / --broker); every exchange still shows who grants
         self.streams: dict[tuple[str, str], StreamModel] = {}   # (client ip:port, broker)
         self.rng = random.Random(0)  # the models' private caches draw their session ids from it
-        self._by_session: dict[tuple, StreamModel] = {}          # (host, client id, broker, session id)
+        self.directory = KeyDirectory()  # the partition keys the models share
+        self._by_session: dict[tuple, StreamModel | Replay] = {}  # (host, client id, broker, session id)
         # (host, client id, broker) -> sums: one add per exchange; the total, per client and per broker sums are
         # made from these when read (folded)
         self.tallies: dict[tuple[str, str | None, str], Tally] = {}
@@ -269,11 +271,12 @@ class SavingsEstimator:
         # (host, client id, broker) -> [potential bytes, fetch bytes]: what sessionless clients could save
         self.per_pair: dict[tuple, list[int]] = {}
         self.open_conns: dict[int, tuple[str, str]] = {}  # connection id -> its streams key, while it is open
-        # id(model) -> (the model, its _by_session keys); holding the model keeps its id from being reused
-        self._session_keys: dict[int, tuple[StreamModel, list[tuple]]] = {}
+        # id(model) -> (the model, its _by_session keys); holding the model keeps its id from being reused. A
+        # closed connection's model may be kept as a Replay (model.Replay) in its place, here and in _by_session.
+        self._session_keys: dict[int, tuple[StreamModel | Replay, list[tuple]]] = {}
         # id(model) -> closed connection's model, oldest first (an OrderedDict: popping the oldest of a plain dict
         # again and again walks over its deleted entries)
-        self.parked: OrderedDict[int, StreamModel] = OrderedDict()
+        self.parked: OrderedDict[int, StreamModel | Replay] = OrderedDict()
         self._released: set[int] = set()  # hashes of the _by_session keys of released models
         self.released_misses = 0  # continuations of a session whose model had been released
 
@@ -291,6 +294,7 @@ class SavingsEstimator:
         were most of the pickle, and a filter made for the run need not travel)."""
         self.only = None
         self.streams.clear()
+        self.directory.clear()
         self.parked.clear()
         self._by_session.clear()
         self._session_keys.clear()
@@ -306,7 +310,12 @@ class SavingsEstimator:
         model = self.streams.pop(key, None)
         if model is None or id(model) not in self._session_keys:
             return
-        self.parked[id(model)] = model
+        parked: StreamModel | Replay = model
+        if model.fed is not None and not model.continued:
+            # kept as its exchanges (Replay), and the model freed now, while its memory is still in the caches
+            parked = Replay(model)
+            self._put_in_place(model, parked)
+        self.parked[id(parked)] = parked
         if len(self.parked) > PARKED_MODELS:
             old = self.parked.popitem(last=False)[1]
             for k in self._session_keys.pop(id(old))[1]:
@@ -343,7 +352,7 @@ class SavingsEstimator:
             s = model.feed(ex)
         except Exception:  # noqa: BLE001 - one odd exchange must not stop the report; start the stream afresh
             self.model_errors += 1
-            self.streams[key] = StreamModel(ex.client, ex.broker, self.rng)
+            self.streams[key] = StreamModel(ex.client, ex.broker, self.rng, self.directory)
             return None
         host = host_of(ex.client)
         if ex.response_session_id:
@@ -414,13 +423,37 @@ class SavingsEstimator:
         reconnects) continues that connection's model; anything else starts a new one."""
         if ex.session_id and ex.session_epoch is not None and ex.session_epoch > 0:
             skey = (host_of(ex.client), ex.client_id, ex.broker, ex.session_id)
-            model = self._by_session.get(skey)
-            if model is not None:
-                self.parked.pop(id(model), None)
+            found = self._by_session.get(skey)
+            if found is not None:
+                self.parked.pop(id(found), None)
+                if isinstance(found, Replay):
+                    try:
+                        model = self._replayed(found)
+                    except Exception:  # noqa: BLE001 - as feed: start the stream afresh (its figures were counted)
+                        self.model_errors += 1
+                        return StreamModel(ex.client, ex.broker, self.rng, self.directory)
+                else:
+                    model = found
+                # (maybe open on two connections at once: never kept as a Replay, which would miss the other's)
+                model.continued = True
                 return model
             if self._released and hash(skey) in self._released:
                 self.released_misses += 1
-        return StreamModel(ex.client, ex.broker, self.rng)
+        return StreamModel(ex.client, ex.broker, self.rng, self.directory)
+
+    def _replayed(self, kept: Replay) -> StreamModel:
+        """The model a Replay stands for, made again, in its place."""
+        model = kept.model(self.rng, self.directory)
+        self._put_in_place(kept, model)
+        return model
+
+    def _put_in_place(self, old: StreamModel | Replay, new: StreamModel | Replay) -> None:
+        """`new` stands where `old` stood: under old's session keys, in _session_keys and _by_session."""
+        session_keys = self._session_keys.pop(id(old))[1]
+        self._session_keys[id(new)] = (new, session_keys)
+        for k in session_keys:
+            if self._by_session.get(k) is old:
+                self._by_session[k] = new
 
     def result(self) -> SavingsResult:
         notes = []

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import operator
 import random
-import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import compress, groupby
@@ -33,8 +32,8 @@ from fetchtool.sessions import (FetchManager, FetchSessionCache, FetchSessionHan
 from fetchtool.sessions.partitions import ZERO_UUID
 
 from fetchtool.analysis.savings import sizes as size
-from fetchtool.analysis.savings.state import (QUIET, ClientKey, EngineKey, PartitionState, RequestState, partition_data, result,
-                            result_from_row)
+from fetchtool.analysis.savings.state import (QUIET, ClientKey, EngineKey, KeyDirectory, PartitionState, RequestState,
+                                              partition_data, result, result_from_row)
 
 MIN_SESSION_VERSION = 7  # KIP-227: Fetch v7 added sessions; older exchanges are estimated at v7
 
@@ -60,7 +59,7 @@ _request_data = attrgetter("data")
 _resp_row = attrgetter("resp_row")
 _first = itemgetter(0)
 _second = itemgetter(1)
-_part_result = attrgetter("part.result")
+_state_result = attrgetter("result")
 _ck = attrgetter("ck")
 _topic = attrgetter("topic")
 _topic_id = attrgetter("topic_id")
@@ -68,7 +67,6 @@ _records_size = attrgetter("records_size")
 _diverging_epoch = attrgetter("diverging_epoch")
 _records_bytes = attrgetter("records_bytes")
 _aborted = attrgetter("aborted_transactions")
-_client_key = tuple.__new__   # (ClientKey, (name, partition)): ClientKey(name, partition) without its Python __new__
 
 
 class ByteSums:
@@ -150,6 +148,30 @@ class ExchangeSavings(ByteSums):
 _new_savings = fast_constructor(ExchangeSavings)  # one per Fetch exchange (fetchtool._fast)
 
 
+# A model of at most this many exchanges, carrying at most this many partition rows in all, can be kept as them
+# (see StreamModel.fed, Replay): a small model, whose own objects outnumber its exchanges' (a bigger one keeps a
+# row per partition, where its exchanges may hold several).
+REPLAYABLE, REPLAYABLE_ROWS = 4, 64
+
+
+class Replay:
+    """A closed connection's model kept as the exchanges it was fed (StreamModel.fed): a few objects instead of the
+    model's hundred, which a session storm's 100,000 connections would otherwise each leave behind (then free, long
+    after, from cold memory). ``model()`` makes it again: the same exchanges, in order, to a new model."""
+
+    __slots__ = ("client", "broker", "fed")
+
+    def __init__(self, model: StreamModel) -> None:
+        assert model.fed is not None
+        self.client, self.broker, self.fed = model.client, model.broker, model.fed
+
+    def model(self, rng: random.Random | None, directory: KeyDirectory | None) -> StreamModel:
+        made = StreamModel(self.client, self.broker, rng, directory)
+        for ex in self.fed:
+            made.feed(ex)    # (its figures were counted the first time)
+        return made
+
+
 def request_kind(ex: Exchange) -> str:
     epoch = ex.session_epoch
     if ex.api_version < MIN_SESSION_VERSION or epoch is None:
@@ -175,12 +197,15 @@ class StreamModel:
 
     __slots__ = ("client", "broker", "handler", "manager", "wanted", "keys", "tips", "requests", "parts",
                  "noisy", "exchanges", "last_error", "full_since_incremental", "_full_cache", "simple", "any_ids",
-                 "id_keys", "by_name", "_req_runs", "_resp_runs")
+                 "id_keys", "by_name", "_req_runs", "_resp_runs", "directory", "part_of", "fed", "fed_rows", "continued")
 
-    def __init__(self, client: str, broker: str, rng: random.Random | None = None) -> None:
+    def __init__(self, client: str, broker: str, rng: random.Random | None = None,
+                 directory: KeyDirectory | None = None) -> None:
         """``rng``: where the private cache draws its session ids (the estimator's, shared by its models: the id
-        is never part of a size, and seeding a generator per connection was a storm's cost)."""
+        is never part of a size, and seeding a generator per connection was a storm's cost). ``directory``: the
+        partition keys shared with the estimator's other models."""
         self.client, self.broker = client, broker
+        self.directory = directory if directory is not None else KeyDirectory()
         self.handler = FetchSessionHandler(node_id=0)
         # A private cache: one slot per connection, never evicted, so the model session always works.
         # (its creations are never read: not recorded)
@@ -193,8 +218,16 @@ class StreamModel:
         self.tips: dict[ClientKey | TopicPartition, EngineKey] = {}
         self.requests: dict[ClientKey, RequestState] = {}
         self.parts: dict[TopicIdPartition, PartitionState] = {}
+        # id(engine key) -> its state, for the engine keys of `keys` (alive while the model is): the engine hands
+        # back the keys it was given, and these are shared by the models (KeyDirectory)
+        self.part_of: dict[int, PartitionState] = {}
         self.noisy: list[PartitionState] = []
         self.exchanges = 0
+        # the exchanges fed, while there are at most REPLAYABLE (then None): a closed connection's model is then
+        # kept as these alone (Replay), and made again from them if a later connection continues its session
+        self.fed: list[Exchange] | None = []
+        self.fed_rows = 0
+        self.continued = False   # a later connection continued its session (SavingsEstimator)
         self.last_error = 0
         self.full_since_incremental = 0   # session-creating full fetches with no incremental one in between
         # (wanted order, shape, full request size, full response topic-entry size) of the last full equivalent
@@ -210,17 +243,22 @@ class StreamModel:
         self._req_runs: list | None = None    # topic_runs of this exchange's request rows, when known
         self._resp_runs: list | None = None   # ... and of its response rows
 
+    def __getstate__(self) -> dict:
+        # (part_of is keyed by object ids, which do not survive a pickle: made again from `keys` on loading)
+        return {name: getattr(self, name) for name in self.__slots__ if name != "part_of" and hasattr(self, name)}
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self.part_of = {id(tip): part for _, tip, part, _ in self.keys.values()}
+
     # -- captured rows -> engine inputs ---------------------------------------------------------------------
     def _key(self, topic: str | None, topic_id: str | None, partition: int, ids: bool
              ) -> _Entry:
         k = (topic, topic_id if ids else None, partition)
         hit = self.keys.get(k)
         if hit is None:
-            tid = uuid.UUID(topic_id) if ids and topic_id else ZERO_UUID
-            # The client keys its session by name; a v13+ capture may only show the id.
-            name = topic if topic is not None else (topic_id or "")
-            ck = _client_key(ClientKey, (name, partition))
-            tip = EngineKey(tid, name, partition)
+            k, ck, tip = self.directory.keys_of(k, topic, topic_id, partition, ids)
             part = self.parts.get(tip)
             if part is None:
                 part = self.parts[tip] = PartitionState(ck)
@@ -228,9 +266,8 @@ class StreamModel:
                     self.simple = False   # this client key already stands for another engine key
             elif part.ck != ck:
                 self.simple = False       # this engine key already has another client key
-            object.__setattr__(tip, "ck", ck)
-            object.__setattr__(tip, "part", part)
-            if tid.int:
+            self.part_of[id(tip)] = part
+            if tip.topic_id.int:
                 self.any_ids = True
             if k[1] is not None:
                 self.id_keys = True
@@ -347,13 +384,21 @@ class StreamModel:
         pairs = ctx.partitions()
         try:
             tips = list(map(_first, pairs))
-            return dict(zip(tips, map(_part_result, tips)))
-        except AttributeError:   # a key the engine made itself (not one of ours): find its state by equality
+            return dict(zip(tips, map(_state_result, map(self.part_of.__getitem__, map(id, tips)))))
+        except KeyError:   # a key the engine made itself (not one of ours): find its state by equality
             parts = self.parts
             return {tip: (parts[tip].result if tip in parts else QUIET) for tip, _ in pairs}
 
     # -- one exchange ------------------------------------------------------------------------------------------
     def feed(self, ex: Exchange) -> ExchangeSavings:
+        fed = self.fed
+        if fed is not None:
+            rows = len(ex.request_partitions) + len(ex.response_partitions or ())
+            if len(fed) < REPLAYABLE and self.fed_rows + rows <= REPLAYABLE_ROWS:
+                fed.append(ex)
+                self.fed_rows += rows
+            else:
+                self.fed = None
         kind = request_kind(ex)
         version = ex.api_version
         veq = max(version, MIN_SESSION_VERSION)
@@ -417,6 +462,8 @@ class StreamModel:
             self._full_cache = (order, shape, full_req, full_topics)
         if not forgotten and len(to_send) == len(order) and list(to_send) == order:
             inc_req = full_req    # the session sends every wanted partition, in order: the full request's entries
+        elif not to_send and not forgotten:
+            inc_req = size.empty_request_frame(veq, client_id, replica_id, rack)   # (an idle session's request)
         elif ids:
             inc_req = size.request_frame_size(veq, client_id, replica_id, rack,
                                               [tips[tp].topic_id for tp in to_send], [t.topic_id for t in forgotten])
@@ -426,6 +473,8 @@ class StreamModel:
         if (version == veq and kind != INCREMENTAL and not ex.forgotten_partitions
                 and len(ex.request_partitions) == len(order)):
             reenc_req = full_req      # a full request re-sizes as the full equivalent: same entries, same order
+        elif not ex.request_partitions and not ex.forgotten_partitions:
+            reenc_req = size.empty_request_frame(version, client_id, replica_id, rack)
         else:
             runs = self._req_runs   # the request rows' topic runs if _wanted found them (below v13 only)
             reenc_req = size.request_frame_size(
@@ -438,16 +487,20 @@ class StreamModel:
             inc_resp = full_resp = 0
             reenc_resp = None
         else:
-            recs = list(map(_records_bytes, captured))
-            records = sum(recs)
-            # (the max() pass, in C, skips building the lists in the usual case: none)
-            aborted = ([a for a in map(_aborted, captured) if a > 0]
-                       if max(map(_aborted, captured), default=0) > 0 else [])
-            diverging = ([d for d in map(_diverging_epoch, captured) if d >= 0]
-                         if max(map(_diverging_epoch, captured), default=-1) >= 0 else [])
-            runs = self._resp_runs
-            reenc_resp = size.response_frame_size(version, () if runs is not None else _keys(version, captured), recs,
-                                                  aborted, diverging, runs)
+            if captured:
+                recs = list(map(_records_bytes, captured))
+                records = sum(recs)
+                # (the max() pass, in C, skips building the lists in the usual case: none)
+                aborted = ([a for a in map(_aborted, captured) if a > 0]
+                           if max(map(_aborted, captured), default=0) > 0 else [])
+                diverging = ([d for d in map(_diverging_epoch, captured) if d >= 0]
+                             if max(map(_diverging_epoch, captured), default=-1) >= 0 else [])
+                runs = self._resp_runs
+                reenc_resp = size.response_frame_size(version, () if runs is not None else _keys(version, captured),
+                                                      recs, aborted, diverging, runs)
+            else:   # nothing changed (an idle session's answer): the empty response
+                recs, aborted, diverging = [], [], []
+                reenc_resp = size.empty_response_frame(version)
             if simple and all(map(wanted.__contains__, map(_ck, seen[1]))):
                 full_resp, inc_resp = self._response_sizes(version, veq, captured, seen, order, outcome,
                                                            out_keys, full_topics, reenc_resp, recs, aborted,
@@ -484,6 +537,7 @@ class StreamModel:
 
         category, cause = self._book(ex, kind)
         self.exchanges += 1
+        self._req_runs = self._resp_runs = None   # this exchange's (not kept: a parked model holds no scratch)
         return _new_savings(
             ex.file, ex.request_frame, ex.ts, ex.client, ex.client_id, ex.broker, version, veq, kind, category, cause,
             ex.error_code, len(wanted), len(to_send), len(forgotten), len(outcome.partitions), actual_req,
@@ -512,13 +566,16 @@ class StreamModel:
                                                    [a for a in map(_aborted, mrows) if a > 0],
                                                    len([d for d in map(_diverging_epoch, mrows) if d >= 0]))
             full_resp = size.empty_response_frame(veq) + full_topics + values
+        if not out_keys:
+            return full_resp, size.empty_response_frame(veq)   # the session returns nothing
         results = list(map(_second, outcome.partitions))
         keys = list(map(_topic_id if veq >= 13 else _topic, out_keys))
         inc_aborted = []
         if aborted:   # aborted transactions come from the captured row only
             row_of = dict(zip(mentioned, mrows))
+            part_of = self.part_of
             for t in out_keys:
-                r = row_of.get(t.part)
+                r = row_of.get(part_of.get(id(t)))
                 if r is not None and r.aborted_transactions > 0:
                     inc_aborted.append(r.aborted_transactions)
         inc_resp = (size.empty_response_frame(veq) + size.response_topics_size(veq, keys)

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from fetchtool._fast import fast_constructor
 from fetchtool.exchange import RequestPartition, ResponsePartition
 from fetchtool.sessions import PartitionData, PartitionResult, TopicIdPartition
+from fetchtool.sessions.partitions import ZERO_UUID
 
 QUIET = PartitionResult()   # a partition never seen: equal to a new cached partition's state, so not included
 
@@ -53,21 +54,45 @@ class RequestState:
 
 
 class EngineKey(TopicIdPartition):
-    """The engine's key as this model hands it over. It carries its client key and its PartitionState, so the
-    engine's output (which holds the keys it was given) maps back to the model's state without hashing a
-    TopicIdPartition (a Python-level __hash__). Equality and hash are the engine's."""
+    """The engine's key as this model hands it over, carrying its client key, so the engine's output (which holds
+    the keys it was given) maps back to the client's keys without hashing a TopicIdPartition (a Python-level
+    __hash__). Immutable, so the models of one estimator share one per captured (topic, topic id, partition)
+    (KeyDirectory). Equality and hash are the engine's."""
 
-    __slots__ = ("ck", "part")
+    __slots__ = ("ck",)
 
-    def __reduce__(self):   # pickled with its state (the Spark engine ships estimators between processes)
-        return make_key, (self.topic_id, self.topic, self.partition, self.ck, self.part)
+    def __reduce__(self):   # pickled with its client key (the Spark engine ships estimators between processes)
+        return make_key, (self.topic_id, self.topic, self.partition, self.ck)
 
 
-def make_key(topic_id: uuid.UUID, topic: str, partition: int, ck: ClientKey, part: PartitionState) -> EngineKey:
+def make_key(topic_id: uuid.UUID, topic: str, partition: int, ck: ClientKey) -> EngineKey:
     k = EngineKey(topic_id, topic, partition)
     object.__setattr__(k, "ck", ck)
-    object.__setattr__(k, "part", part)
     return k
+
+
+class KeyDirectory(dict):
+    """(topic, topic id, partition) of a captured row -> (that tuple, its ClientKey, its EngineKey), shared by the
+    models of one estimator: a session storm's 100,000 connections fetch the same few partitions, and each would
+    otherwise make (and later free) its own keys. Bounded: past LIMIT entries, further keys are made per model."""
+
+    __slots__ = ()
+    LIMIT = 100_000
+
+    def keys_of(self, k: tuple, topic: str | None, topic_id: str | None, partition: int, ids: bool
+                ) -> tuple[tuple, ClientKey, EngineKey]:
+        """The shared keys of row key ``k`` (= (topic, topic_id if ids else None, partition))."""
+        known = self.get(k)
+        if known is None:
+            tid = uuid.UUID(topic_id) if ids and topic_id else ZERO_UUID
+            # The client keys its session by name; a v13+ capture may only show the id.
+            name = topic if topic is not None else (topic_id or "")
+            ck = tuple.__new__(ClientKey, (name, partition))
+            known = (k, ck, make_key(tid, name, partition, ck))
+            # (a name-less row below v13 is named by its topic id, which ``k`` leaves out: not shared)
+            if (topic is not None or ids) and len(self) < self.LIMIT:
+                self[k] = known
+        return known
 
 
 _result = fast_constructor(PartitionResult)
