@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import suppress
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
     from fetchtool.commands.window import TimeWindow
     from fetchtool.exchange import Exchange
+    from fetchtool.pipeline.tables import ParquetTables
 
 # What decoding needs is imported inside the functions that use it: `decode --help` imports none of it.
 
@@ -68,12 +70,10 @@ def main(
     # The Kafka layer here (see Reading). JSONL and the table show each exchange's counts, never a partition's
     # fields: the Parquet tables take the entries' fields as the wire packs them (protocol/packed.py).
     reading = Reading(captures, port, window, decode_in_child=False, rows=False if out is None else "packed")
-    tables = None
+    tables: ParquetTables | None = None
     if out is not None:
-        from fetchtool.pipeline.tables import ParquetTables
-
         try:
-            tables = ParquetTables(out)
+            out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             fail(f"cannot write {out}: {exc.strerror or exc}")
     rows: list[Exchange] = []
@@ -82,13 +82,17 @@ def main(
         for item in reading.items():
             if not isinstance(item, Exchange):
                 continue  # responses without a request: counted in the report
-            if tables is not None:
+            if out is not None:
+                # pyarrow is imported at the first exchange, not before the reading: the capture's reader (a
+                # forked child on a large capture) reads ahead meanwhile, the import no longer in its way
+                tables = tables or _parquet_tables(out)
                 tables.add(item)
             if format is Format.jsonl:
                 write(jsonl_line(item))
             elif format is Format.table:
                 rows.append(item)
-        if tables is not None:
+        if out is not None:
+            tables = tables or _parquet_tables(out)  # no exchange: both tables still written, empty
             tables.close()  # the last rows: a full disk is reported here like any other write
     except CaptureError as exc:
         fail(str(exc))
@@ -97,6 +101,9 @@ def main(
             raise
         fail(f"cannot write {out}: {exc.strerror or exc}")
     finally:
+        if out is not None and tables is None:
+            with suppress(OSError):  # a capture that failed before its first exchange still leaves both tables
+                tables = _parquet_tables(out)
         if tables is not None:
             tables.close()
     if format is Format.table and rows:
@@ -109,6 +116,12 @@ def main(
         err.print(f"wrote {count(tables.exchanges_written, 'exchange')} and "
                   f"{count(tables.partitions_written, 'partition row')} to {out}/", highlight=False)
     reading.finish()
+
+
+def _parquet_tables(out: Path) -> ParquetTables:
+    from fetchtool.pipeline.tables import ParquetTables
+
+    return ParquetTables(out)
 
 
 def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | None, ports: list[int] | None,

@@ -144,6 +144,46 @@ def test_writing_parquet_does_not_import_a_dataframe_library(exchanges, tmp_path
     assert run.returncode == 0, run.stderr
 
 
+def test_decode_out_imports_neither_pyarrow_parquet_nor_its_filesystems(tmp_path):
+    # pyarrow.parquet imports pyarrow's filesystems (and ssl): 20-45 ms of every `decode --out`, for a writer that
+    # only writes a local file. The tables are the ones pyarrow.parquet reads back.
+    out = tmp_path / "out"
+    code = ("import sys\nfrom fetchtool.__main__ import main\ntry:\n    main()\nexcept SystemExit as exc:\n"
+            "    assert not exc.code, exc.code\nassert 'pyarrow._parquet' in sys.modules\n"
+            "assert not {'pyarrow.parquet', 'pyarrow.fs'} & set(sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code, "decode", "--out", str(out),
+                          str(ROOT / "captures" / "aiokafka-tansu.pcap")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert pq.read_table(out / "partitions.parquet").num_rows > 0
+
+
+def test_exchanges_are_written_in_row_groups_of_batch_exchanges_while_partitions_go_on_sooner(exchanges, tmp_path):
+    # A capture of many partitions per Fetch fills a partitions row group every few exchanges: the exchanges table
+    # followed it, in row groups of a few rows (68 of ~100 rows for a 1.1 GB capture, the file 2.5 times as big
+    # and three times as long to write as in row groups of 512).
+    batch = exchanges[:300]
+    size = [len(e.request_partitions) + len(e.forgotten_partitions) + len(e.response_partitions or ()) for e in batch]
+    per_group = sum(size) // 75  # about 4 exchanges' entries
+    with ParquetTables(tmp_path, batch_exchanges=64, batch_partitions=per_group) as tables:
+        for ex in batch:
+            tables.add(ex)
+    groups = pq.ParquetFile(tmp_path / "exchanges.parquet").metadata
+    assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [64, 64, 64, 64, 44]
+    assert pl.read_parquet(tmp_path / "exchanges.parquet").equals(_frames_the_old_way(batch)[0])
+    # The partitions' row groups are cut where they always were (64 exchanges' entries, or per_group entries,
+    # whichever comes first), each holding its requests, then its forgotten partitions, then its responses.
+    chunks, chunk, entries = [], [], 0
+    for ex, n in zip(batch, size):
+        chunk.append(ex)
+        entries += n
+        if len(chunk) >= 64 or entries >= per_group:
+            chunks.append(chunk)
+            chunk, entries = [], 0
+    want_parts = pl.concat([_frames_the_old_way(c)[1] for c in [*chunks, chunk] if c])
+    assert len(chunks) > 20
+    assert pl.read_parquet(tmp_path / "partitions.parquet").equals(want_parts)
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
 @pytest.mark.parametrize("table", ["exchanges", "partitions"])
 def test_a_full_disk_under_out_is_one_line_not_a_traceback(table, tmp_path):
@@ -158,6 +198,24 @@ def test_a_full_disk_under_out_is_one_line_not_a_traceback(table, tmp_path):
     assert "Traceback" not in run.stderr
     assert run.stderr.strip().splitlines()[-1].startswith(f"error: cannot write {out}:")
     assert "No space left on device" in run.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("table", ["exchanges", "partitions"])
+def test_a_disk_that_fills_up_while_batches_wait_for_the_writer_is_raised_once_and_nothing_hangs(exchanges, table,
+                                                                                                 tmp_path):
+    # The writer thread takes batches from a queue: after the first write fails, the batches handed on after it
+    # are taken and dropped (the decoder blocked on a full queue would never end), and the failure comes out
+    # once, in the decoding thread.
+    (tmp_path / f"{table}.parquet").symlink_to("/dev/full")
+    tables = ParquetTables(tmp_path, batch_exchanges=2, batch_partitions=10**9)
+    with pytest.raises(OSError, match="No space left on device"):
+        try:
+            for ex in exchanges[:200]:
+                tables.add(ex)
+        finally:
+            tables.close()
+    tables.close()  # again: nothing more to raise
 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="macOS refuses file names that are not UTF-8")
