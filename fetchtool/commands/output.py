@@ -216,16 +216,21 @@ def warn_empty_shards(cache_slots: int, cache_shards: int) -> None:
              "fetch session will be created (as in Kafka 3.8+; --cache-shards 1 models a broker before 3.8)")
 
 
-def emit(text: str, output: Path | None) -> None:
+def emit(text: str | Iterable[str], output: Path | None) -> None:
     """The report to stdout, or to --output FILE, with every character from a capture that is not safe to show
     escaped (fetchtool.printable): markdown and HTML show `\\x1b` as text; a JSON document stays valid and
-    lossless (the encoder already escapes C0; DEL, C1 and the rest become its own \\uNNNN escapes)."""
-    text = printable(text)
+    lossless (the encoder already escapes C0; DEL, C1 and the rest become its own \\uNNNN escapes). ``text`` may
+    come in pieces, each written as it comes (a report too big to hold whole: replay.jsonout.json_text);
+    printable escapes character by character, so the pieces read as the whole would."""
+    pieces = (text,) if isinstance(text, str) else text
     if output is None:
-        typer.echo(text, nl=False)
+        for piece in pieces:
+            typer.echo(printable(piece), nl=False)
         return
     try:
-        output.write_text(text)
+        with output.open("w") as out:
+            for piece in pieces:
+                out.write(printable(piece))
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror or exc}")
 

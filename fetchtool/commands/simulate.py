@@ -40,8 +40,6 @@ def main(
     until: Optional[str] = until_option(),
     width: Optional[int] = width_option(),
 ) -> None:
-    import json
-
     from fetchtool.commands.output import (check_choice, check_ports, emit, int_list_option, plan_or_fail,
                                           report_console, warn_empty_shards)
     from fetchtool.commands.reading import Reading
@@ -69,11 +67,14 @@ def main(
     plan = plan_or_fail(reading, "simulate", with_reads=LATER_IF_MANY)
     captured = captured_counts(plan)
     results = simulate_many(plan, configs, sessions, seed)  # one worker per core when several configs are asked
-    doc = stamp_json(simulate_json(plan, captured, results))
-    if reading.interrupted:
-        doc["interrupted"] = True  # the capture was read up to Ctrl-C: the plan holds what was read
+    if fmt in ("json", "markdown"):
+        doc = stamp_json(simulate_json(plan, captured, results))
+        if reading.interrupted:
+            doc["interrupted"] = True  # the capture was read up to Ctrl-C: the plan holds what was read
     if fmt == "json":
-        emit(json.dumps(doc, indent=2) + "\n", output)
+        from fetchtool.replay.jsonout import json_text
+
+        emit(json_text(doc), output)  # in pieces: a storm's report is never held whole
     elif fmt == "markdown":
         emit(stamp_markdown(simulate_markdown(doc)), output)
     else:
@@ -82,3 +83,4 @@ def main(
         if buf is not None:
             emit(buf.getvalue(), output)
     reading.finish()
+

@@ -24,7 +24,7 @@ import os
 import uuid
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, cast
 
@@ -48,11 +48,16 @@ REQUEST = 1
 # build_plan(with_reads=LATER): the steps' reads are made while simulating, from the spill (ReplayPlan.later_reads)
 LATER = "later"
 # build_plan(with_reads=LATER_IF_MANY): held while the steps' reads hold at most HELD_READS_LIMIT entries (one per
-# wanted partition and step), else LATER. Held reads take about 110 bytes per entry (bench1g: 2.27 million entries,
-# 250 MB) and are made once for every configuration simulated; made later they take none, but each configuration
-# simulated makes them again. The limit (about 55 MB) is also what a bigger capture's plan holds before it switches.
+# wanted partition and step, and STEP_ENTRIES per step), else LATER. Held reads take about 110 bytes per entry
+# (bench1g: 2.27 million entries, 250 MB) and are made once for every configuration simulated; made later they take
+# none, but each configuration simulated makes them again. The limit (about 55 MB) is also what a bigger capture's
+# plan holds before it switches.
 LATER_IF_MANY = "later-if-many"
 HELD_READS_LIMIT = 500_000
+# A step's own reads (their ReadResults mapping and its changed tuple, about 400 bytes) weigh as much as this many
+# entries: a storm of 100,000 connections fetching 3 partitions each held 150,000 of them, 450,000 entries, under
+# the limit counted by partitions alone, and its plan took 460 MB.
+STEP_ENTRIES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +158,42 @@ class ClientStream:
         return self.client.rsplit(":", 1)[0]
 
 
+class Timeline:
+    """The plan's events in time order, each read as (t_ms, phase, stream index, step index): two int arrays,
+    16 bytes an event (a list of tuples took 88; a storm's 300,000 events, 26 MB)."""
+
+    __slots__ = ("t_ms", "packed")
+
+    def __init__(self, events: Iterable[tuple[int, int, int, int]] = ()) -> None:
+        self.t_ms = array("q")
+        self.packed = array("q")    # stream << 32 | step << 1 | phase
+        for t_ms, phase, i, j in events:
+            self.append(t_ms, phase, i, j)
+
+    def append(self, t_ms: int, phase: int, i: int, j: int) -> None:
+        self.t_ms.append(t_ms)
+        self.packed.append(i << 32 | j << 1 | phase)
+
+    def __len__(self) -> int:
+        return len(self.t_ms)
+
+    def __getitem__(self, n: int) -> tuple[int, int, int, int]:
+        p = self.packed[n]
+        return self.t_ms[n], p & 1, p >> 32, (p >> 1) & 0x7FFFFFFF
+
+    def __iter__(self) -> Iterator[tuple[int, int, int, int]]:
+        for t_ms, p in zip(self.t_ms, self.packed):
+            yield t_ms, p & 1, p >> 32, (p >> 1) & 0x7FFFFFFF
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Timeline):
+            return self.t_ms == other.t_ms and self.packed == other.packed
+        return isinstance(other, list) and list(self) == other
+
+    def __repr__(self) -> str:
+        return f"Timeline({list(self)!r})"
+
+
 @dataclass(slots=True)
 class TopicInfo:
     """What the capture tells about a topic: enough to seed a broker that a replay can run against."""
@@ -174,7 +215,7 @@ class ReplayPlan:
     streams: list[ClientStream]
     topics: dict[str, TopicInfo]
     # (t_ms, phase, stream index, fetch index) in time order; phase RESPONSE before REQUEST at equal times
-    timeline: list[tuple[int, int, int, int]]
+    timeline: Timeline
     skipped: Counter  # exchanges left out of the plan, by reason
     # (topic, partition, topic id) -> the plan's one (TopicPartition, TopicIdPartition) pair for it
     keys: dict[tuple, tuple[TopicPartition, TopicIdPartition]] = field(default_factory=dict)
@@ -276,6 +317,7 @@ class _Log:
 
 _NOTHING_READ = PartitionResult(0, -1, -1, -1, 0)  # a partition no captured response has shown yet
 _NO_READS = ReadResults()  # every step's reads in a plan built without them
+_APPLIED: dict = {}  # build_plan: the wanted set of a stream whose every request is applied
 
 
 def classify(exchanges: list[Any]) -> str:
@@ -377,6 +419,8 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     write = spill.write
     dumps = marshal.dumps
     offset = 0
+    names: dict[str, str] = {}
+    settings: dict[int | None, int | None] = {}
     for ex in exchanges:
         if not isinstance(ex, Exchange):   # the decoder's OrphanResponse: a response whose request is not captured
             skipped["request_missing"] += 1
@@ -389,11 +433,23 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
             continue
         record = dumps(_spilled(ex))
         write(record)
-        by_stream.setdefault((ex.client, ex.broker, ex.conn), []).append(_Seen(ex, offset, len(record)))
+        seen = _Seen(ex, offset, len(record))
+        # One string object per client, broker and client id, not one per exchange (a storm's 100,000
+        # connections held three copies each)
+        seen.client = names.setdefault(seen.client, seen.client)
+        seen.broker = names.setdefault(seen.broker, seen.broker)
+        if seen.client_id is not None:
+            seen.client_id = names.setdefault(seen.client_id, seen.client_id)
+        # ... and one int object for a client's request settings (max wait 500 and max bytes 52428800 were two
+        # more objects per planned fetch)
+        seen.max_wait_ms = settings.setdefault(seen.max_wait_ms, seen.max_wait_ms)
+        seen.max_bytes = settings.setdefault(seen.max_bytes, seen.max_bytes)
+        by_stream.setdefault((seen.client, seen.broker, ex.conn), []).append(seen)
         offset += len(record)
+    del names
     all_ex = [e for group in by_stream.values() for e in group]
     if not all_ex:
-        return ReplayPlan(0.0, 0, [], {}, [], skipped)
+        return ReplayPlan(0.0, 0, [], {}, Timeline(), skipped)
     request_ts = [cast(float, e.ts) for e in all_ex]  # every planned exchange has one (checked above)
     start_ts = min(request_ts)
     end_ts = max(max(t, e.response_ts or t) for t, e in zip(request_ts, all_ex))
@@ -418,7 +474,7 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     # PartitionResult object again while its value is unchanged, so the simulation's dict lookups hit identical
     # objects and the engine's "same result object" fast path fires (values are equal either way).
     interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]] = {}
-    last_reads: list[ReadResults] = [ReadResults() for _ in groups]
+    last_reads: list[ReadResults | None] = [None] * len(groups)    # (None: no step's reads made yet)
     # Per stream and step: the wanted tuple once its request is applied, then the step's PlannedFetch.
     planned: list[list[Any]] = [[None] * len(g) for g in groups]
     # Requests must be applied in request order within a stream; responses are globally ordered. Requests of one
@@ -444,13 +500,15 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
             seen = groups[i][applied[i]]
             seek(seen.offset)
             parts = applied_early[(i, applied[i])] = loads(take(seen.size))
-            _apply_request(seen, parts, wanted_state[i], topics, interned)
+            _apply_request(seen, parts, wanted_state[i], topics, interned, settings)
             planned_wanted = tuple(wanted_state[i].values())
             if planned_wanted == last_wanted[i]:   # identical objects: compared by identity, in C
                 planned_wanted = last_wanted[i]    # one tuple while the set is unchanged (ClientModel reuses it)
             last_wanted[i] = planned_wanted
             planned[i][applied[i]] = planned_wanted
             applied[i] += 1
+            if applied[i] == len(groups[i]):
+                wanted_state[i] = _APPLIED    # the stream's every request is in: its client-side view can go
         seen = groups[i][j]
         parts = applied_early.pop((i, j), None)
         if parts is None:
@@ -468,7 +526,7 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
         wanted = planned[i][j]
         if later is not None:
             later.add(i, j, seen.offset, seen.size)
-            held_entries += len(wanted)
+            held_entries += len(wanted) + STEP_ENTRIES
             if with_reads is True and held_entries > hold_up_to:
                 # Too many to hold: the reads made so far are dropped, and all are made while simulating.
                 with_reads = LATER
@@ -484,11 +542,20 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
         broker_logs = logs.get(seen.broker)
         if broker_logs is None:
             broker_logs = logs[seen.broker] = {}
+        previous = last_reads[i]
         reads = last_reads[i] = _step_reads(wanted, _read_response(broker_logs, response_partitions), broker_logs,
-                                            last_reads[i])
+                                            ReadResults() if previous is None else previous)
         planned[i][j] = _planned_fetch(seen, ms, wanted, reads, records_bytes)
 
-    events: list[tuple[int, int, int, int, int, int]] = []
+    # The timeline in time order: each event's sort key (request or response time in microseconds, then a
+    # response after its own request at equal times, the event's time in ms, its phase, stream and step) packed
+    # into one int, every part below its radix, so that ints order as the key tuples would. A list of ints sorts
+    # faster than one of tuples and takes a third of the memory (a storm's 300,000 events: 15 MB, not 52).
+    steps = max(len(g) for g in groups)
+    count = steps * len(groups)     # radix of (stream, step)
+    ms_radix = ms(end_ts) + 1       # every t_ms and response_t_ms is in 0..ms(end_ts)
+    keys: list[int] = []
+    add = keys.append
     for i, (group, fetches) in enumerate(zip(groups, planned)):
         first = group[0]
         stream = ClientStream(
@@ -501,16 +568,24 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
             fetches=fetches,
         )
         streams.append(stream)
+        base = i * steps
         for j, (f, e) in enumerate(zip(stream.fetches, group)):
             t_req = _us(cast(float, e.ts) - start_ts)
-            events.append((t_req, 1, f.t_ms, REQUEST, i, j))
+            add((((t_req * 3 + 1) * ms_radix + f.t_ms) * 2 + REQUEST) * count + base + j)
             if e.response_ts is not None:
                 t_resp = _us(e.response_ts - start_ts)
                 # A response never precedes its own request, even when both fall in the same microsecond.
-                events.append((t_resp, 0, cast(int, f.response_t_ms), RESPONSE, i, j) if t_resp > t_req
-                              else (t_req, 2, f.t_ms, RESPONSE, i, j))
-    events.sort()
-    timeline = [(t_ms, phase, i, j) for _t, _o, t_ms, phase, i, j in events]
+                add((((t_resp * 3) * ms_radix + cast(int, f.response_t_ms)) * 2 + RESPONSE) * count + base + j
+                    if t_resp > t_req else (((t_req * 3 + 2) * ms_radix + f.t_ms) * 2 + RESPONSE) * count + base + j)
+    del groups, by_stream
+    keys.sort()
+    timeline = Timeline()
+    event = timeline.append
+    for key in keys:
+        key, place = divmod(key, count)
+        i, j = divmod(place, steps)
+        event((key >> 1) % ms_radix, key & 1, i, j)
+    del keys
     link_reconnects(streams)
     if with_reads is True:
         later = None    # (LATER_IF_MANY, few reads: held)
@@ -587,18 +662,26 @@ class LaterReads:
     between steps and streams that the engine's fast paths rely on, is what the plan would have held.
     """
 
-    __slots__ = ("spill", "order", "offsets", "sizes")
+    __slots__ = ("spill", "order", "first", "offsets", "sizes")
 
     def __init__(self, spill: BinaryIO, steps: list[int]) -> None:
         self.spill = spill
         self.order = array("q")   # stream index << 32 | step index, in response order
-        self.offsets = [array("q", bytes(8 * n)) for n in steps]
-        self.sizes = [array("q", bytes(8 * n)) for n in steps]
+        # Where each step's partitions lie in the spill, every stream's steps in one array (step j of stream i at
+        # first[i] + j): one array per stream took 240 bytes a connection on a storm.
+        self.first = array("q", bytes(8 * len(steps)))
+        total = 0
+        for i, n in enumerate(steps):
+            self.first[i] = total
+            total += n
+        self.offsets = array("q", bytes(8 * total))
+        self.sizes = array("q", bytes(8 * total))
 
     def add(self, i: int, j: int, offset: int, size: int) -> None:
         self.order.append(i << 32 | j)
-        self.offsets[i][j] = offset
-        self.sizes[i][j] = size
+        at = self.first[i] + j
+        self.offsets[at] = offset
+        self.sizes[at] = size
 
     def reader(self, streams: list[ClientStream], mine: list[bool] | None = None) -> Callable[[int, int], ReadResults]:
         """``take(i, j)``: the reads of step j of stream i, once per step, in any order (the steps made before
@@ -608,7 +691,7 @@ class LaterReads:
 
 
 class _ReadsWalk:
-    __slots__ = ("later", "streams", "mine", "read", "pos", "logs", "last", "left", "ready", "taken")
+    __slots__ = ("later", "streams", "mine", "read", "pos", "logs", "last", "left", "ready", "taken", "untaken")
 
     def __init__(self, later: LaterReads, streams: list[ClientStream], mine: list[bool] | None) -> None:
         self.later = later
@@ -628,6 +711,7 @@ class _ReadsWalk:
         self.left = [len(s.fetches) for s in streams]                  # steps of the stream not made yet
         self.ready: dict[tuple[int, int], ReadResults] = {}
         self.taken: list[ReadResults | None] = [None] * len(streams)
+        self.untaken = array("q", self.left)   # steps of the stream not taken yet
 
     def take(self, i: int, j: int) -> ReadResults:
         reads = self.ready.pop((i, j), None)
@@ -637,12 +721,16 @@ class _ReadsWalk:
         before = self.taken[i]
         if before is not None:
             before.since = None
-        self.taken[i] = reads
+        self.untaken[i] -= 1
+        # (once a stream's every step is taken, nothing asks for its reads again: a storm's ended connections
+        # hold none)
+        self.taken[i] = reads if self.untaken[i] else None
         return reads
 
     def _walk_to(self, i: int, j: int) -> ReadResults:
         later, mine, streams, ready = self.later, self.mine, self.streams, self.ready
-        order, offsets, sizes, read, loads = later.order, later.offsets, later.sizes, self.read, marshal.loads
+        order, first, offsets, sizes = later.order, later.first, later.offsets, later.sizes
+        read, loads = self.read, marshal.loads
         pos = self.pos
         while True:
             step = order[pos]
@@ -654,7 +742,8 @@ class _ReadsWalk:
             broker_logs = self.logs.get(stream.broker)
             if broker_logs is None:
                 broker_logs = self.logs[stream.broker] = {}
-            response_partitions = loads(read(offsets[si][sj], sizes[si][sj]))[2]
+            at = first[si] + sj
+            response_partitions = loads(read(offsets[at], sizes[at]))[2]
             previous = self.last[si]
             reads = _step_reads(stream.fetches[sj].wanted, _read_response(broker_logs, response_partitions),
                                 broker_logs, ReadResults() if previous is None else previous)
@@ -717,7 +806,8 @@ def _us(seconds: float) -> int:
 
 
 def _apply_request(ex: _Seen, parts: tuple, wanted: dict[TopicPartition, WantedPartition],
-                   topics: dict[str, TopicInfo], interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]]) -> None:
+                   topics: dict[str, TopicInfo], interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]],
+                   settings: dict | None = None) -> None:
     """Update a client's wanted set with one request (``parts``: its spilled request and forgotten partitions): a
     full request replaces it, an incremental one edits it."""
     epoch = ex.session_epoch if ex.session_epoch is not None else -1
@@ -754,9 +844,11 @@ def _apply_request(ex: _Seen, parts: tuple, wanted: dict[TopicPartition, WantedP
                     and d.last_fetched_epoch == rp[_LAST_FETCHED_EPOCH]):
                 wanted[tp] = before
                 continue
+        max_bytes = rp[_PARTITION_MAX_BYTES]
+        if settings is not None:    # one int object for a client's partition byte limit (1 MB on every partition)
+            max_bytes = settings.setdefault(max_bytes, max_bytes)
         wanted[tp] = WantedPartition(tp, key, PartitionData(
-            rp[_FETCH_OFFSET], rp[_LOG_START], rp[_PARTITION_MAX_BYTES], rp[_LEADER_EPOCH], rp[_LAST_FETCHED_EPOCH],
-            tid,
+            rp[_FETCH_OFFSET], rp[_LOG_START], max_bytes, rp[_LEADER_EPOCH], rp[_LAST_FETCHED_EPOCH], tid,
         ))
 
 

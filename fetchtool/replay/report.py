@@ -10,6 +10,7 @@ from fetchtool.analysis.reports.fit import Cell, Col, Fit
 
 from fetchtool.commands.wording import count
 from fetchtool.printable import one_line
+from fetchtool.replay.jsonout import Rows
 from fetchtool.replay.plan import ReplayPlan
 from fetchtool.replay.simulate import SimResult
 from fetchtool.replay.tally import CapturedCounts, Tally
@@ -20,7 +21,24 @@ SESSION_ERRORS = (70, 71, 106)
 
 # -------------------------------------------------------------------------------------------- simulate
 def simulate_json(plan: ReplayPlan, captured: CapturedCounts, results: list[SimResult]) -> dict:
-    """`fetchtool simulate --format json` (design.md contract)."""
+    """`fetchtool simulate --format json` (design.md contract). Each configuration's clients are `Rows`, made
+    as they are written (jsonout.json_text) or read: one per client stream, 100,000 on a session storm."""
+    streams = plan.streams
+
+    def clients(r: SimResult) -> Rows:
+        def client(n: int) -> dict:
+            s = streams[n]
+            return {
+                "client": s.client,
+                "client_id": s.client_id,
+                "broker": s.broker,
+                "behaviour": s.behaviour,
+                **r.streams[s.index].to_json(),
+                "evictions_caused": r.evicted_by.get(s.index, 0),
+                "captured": captured.streams[s.index].to_json(),
+            }
+        return Rows(len(streams), client)
+
     return {
         "captured": captured.totals.to_json(),
         "captured_brokers": [{"broker": b, **t.to_json()} for b, t in sorted(captured.brokers.items())],
@@ -32,18 +50,7 @@ def simulate_json(plan: ReplayPlan, captured: CapturedCounts, results: list[SimR
                     {"broker": b, **t.to_json(), "captured": captured.brokers[b].to_json()}
                     for b, t in sorted(r.brokers.items())
                 ],
-                "clients": [
-                    {
-                        "client": s.client,
-                        "client_id": s.client_id,
-                        "broker": s.broker,
-                        "behaviour": s.behaviour,
-                        **r.streams[s.index].to_json(),
-                        "evictions_caused": r.evicted_by.get(s.index, 0),
-                        "captured": captured.streams[s.index].to_json(),
-                    }
-                    for s in plan.streams
-                ],
+                "clients": clients(r),
             }
             for r in results
         ],

@@ -20,13 +20,14 @@ import multiprocessing
 import os
 import random
 import threading
+from array import array
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Callable, cast
 
 from fetchtool.analysis.savings.sizes import VersionSizes, version_sizes
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel, answer_reached_client
-from fetchtool.replay.plan import REQUEST, RESPONSE, PlannedFetch, ReplayPlan
+from fetchtool.replay.plan import REQUEST, RESPONSE, ReplayPlan
 from fetchtool.replay.tally import Tally, totals_by_broker
 from fetchtool.sessions.cache import (DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS, FetchSessionCache,
                                       SessionEvicted)
@@ -129,27 +130,33 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
     streams = plan.streams
     mine = [s.broker in managers for s in streams]
     # One model (one FetchSessionHandler) per client and broker: a stream that carries on an earlier connection
-    # of the same client (plan.link_reconnects) goes on with that connection's model.
-    models: list[ClientModel | None] = []
-    by_first: dict[int, ClientModel] = {}   # the first connection's stream index -> the client's model
-    for s, m in zip(streams, mine):
-        first = _first_connection(streams, s.index)
-        model = by_first.get(first) if m else None
-        if m and model is None:
-            model = by_first[first] = ClientModel(s.behaviour, sessions, interned=plan.keys)
-        models.append(model)
+    # of the same client (plan.link_reconnects) goes on with that connection's model. A model is made at its
+    # client's first event and let go after its last: a storm of 100,000 connections holds the models of the
+    # connections open at once, not of all of them.
+    root = array("q", [_first_connection(streams, s.index) for s in streams])
+    timeline = plan.timeline
+    stream_last = array("q", bytes(8 * len(streams)))    # per stream: its last timeline event
+    for n, packed in enumerate(timeline.packed):
+        stream_last[packed >> 32] = n
+    chain_last = array("q", bytes(8 * len(streams)))     # per first connection: its client's last event
+    for i, n in enumerate(stream_last):
+        if n > chain_last[root[i]]:
+            chain_last[root[i]] = n
+    ends = array("q", sorted(n + 1 for n in stream_last))   # events (counted from 1) that end a stream
+    ends.append(-1)
+    models: list[ClientModel | None] = [None] * len(streams)   # per stream, from its first event to its last
+    chain_models: dict[int, ClientModel] = {}   # first connection's stream index -> the client's model
+    behaviour = [s.behaviour for s in streams]
+    keys = plan.keys
     # Per stream: None for a stream out of scope, which the loop skips before it reads any of these.
     tallies = cast(list[Tally], [Tally() if m else None for m in mine])
     owners: dict[tuple[str, int], int] = {}  # (broker, live session id) -> stream index
     evicted_by: Counter = Counter()
     pending: dict[tuple[int, int], tuple] = {}
-    # Per stream, what the loop needs of it, looked up once.
+    # Per stream, what the loop needs of it, looked up once (one bound method per broker, shared).
     fetches = [s.fetches for s in streams]
-    new_context = cast(list[Callable[..., FetchContext]],
-                       [managers[s.broker].new_context if m else None for s, m in zip(streams, mine)])
-    requests = cast(list[Callable[[PlannedFetch], tuple]], [m.request_parts if m else None for m in models])
-    responses = cast(list[Callable[..., None]], [m.response if m else None for m in models])
-    failures = cast(list[Callable[[], None]], [m.error if m else None for m in models])
+    broker_context = {broker: manager.new_context for broker, manager in managers.items()}
+    new_context = cast(list[Callable[..., FetchContext]], [broker_context.get(s.broker) for s in streams])
     reconnected = {s.index for s in streams if s.follows is not None}
     lost = [0] * len(streams)   # per stream: answers the client never got
     follower = [s.is_follower for s in streams]
@@ -164,29 +171,53 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
     # meanwhile), so a request the client sent during a long poll (a consumer's close, a second fetch of one
     # session) is built by the client when the capture shows it, but handled by the broker after that answer.
     busy = [-1] * len(streams)   # per stream: captured time of the answer the broker is working on, or -1
-    waiting: list[deque] = [deque() for _ in streams]   # per stream: (j, request parts) sent, not yet read
+    waiting: dict[int, deque] = {}   # per stream with any: (j, request parts) sent, not yet read
     deferred: list[tuple[int, int, int, int]] = []
 
     # The plan's timeline, each deferred event right after the one that deferred it.
-    timeline = plan.timeline
+    next_event = zip(timeline.t_ms, timeline.packed).__next__
     events = len(timeline)
     at = 0
+    end = 0                 # the next stream end in ``ends``
+    done = -1               # a stream whose last event was handled: its model goes once the events it deferred are
+    model: ClientModel | None
     while True:
         if deferred:
             t_ms, phase, i, j = deferred.pop()
+            model = models[i]
         elif at < events:
-            t_ms, phase, i, j = timeline[at]
+            if done >= 0:
+                models[done] = None
+                first = root[done]
+                if chain_last[first] == stream_last[done]:
+                    chain_models.pop(first, None)   # (none for a stream of a broker left out)
+                done = -1
+            t_ms, packed = next_event()
+            phase = packed & 1
+            i = packed >> 32
+            j = (packed >> 1) & 0x7FFFFFFF
             at += 1
+            if at == ends[end]:
+                end += 1
+                done = i
+            if not every and not mine[i]:
+                continue
+            model = models[i]
+            if model is None:
+                first = root[i]
+                model = chain_models.get(first)
+                if model is None:
+                    model = chain_models[first] = ClientModel(behaviour[first], sessions, interned=keys)
+                models[i] = model
         else:
             break
-        if not every and not mine[i]:
-            continue
+        assert model is not None    # (made at the stream's first event, which comes before any it defers)
         if phase == RESPONSE:
             ctx, sent, forgot = pending.pop((i, j))
             fetch = fetches[i][j]
             delivered = True
             busy[i] = -1
-            if waiting[i]:
+            if i in waiting:
                 deferred.append((t_ms, _READ, i, 0))
         else:
             if phase == REQUEST:
@@ -194,13 +225,19 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                 if j == 0 and i in reconnected and not fetch.incremental:
                     # The client's previous connection was lost under its fetch in flight: Kafka's client failed
                     # that fetch (handleError), so it opens this one with (id, 0), or (0, 0) if it held none.
-                    failures[i]()
-                parts = requests[i](fetch)
+                    model.error()
+                parts = model.request_parts(fetch)
                 if busy[i] >= 0 and (fetch.response_t_ms is None or fetch.response_t_ms >= busy[i]):
-                    waiting[i].append((j, parts))
+                    queue = waiting.get(i)
+                    if queue is None:
+                        queue = waiting[i] = deque()
+                    queue.append((j, parts))
                     continue
             else:   # _READ: the broker reads a request that waited for the answer before it
-                j, parts = waiting[i].popleft()
+                queue = waiting[i]
+                j, parts = queue.popleft()
+                if not queue:
+                    del waiting[i]
                 fetch = fetches[i][j]
             metadata, fetch_data, to_forget = parts
             ctx = new_context[i](t_ms, fetch.version, metadata, follower[i], fetch_data, to_forget, topic_names)
@@ -212,7 +249,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
             # No captured response: the broker still handles the request now (it reached the broker), but the
             # answer may never have reached the client.
             delivered = answer_reached_client(fetches[i], j)
-            if waiting[i]:
+            if i in waiting:
                 deferred.append((t_ms, _READ, i, 0))
         # The response: the context answers from the plan's reads, the captured log state at this exchange.
         # They cover exactly the client's wanted partitions: a full or sessionless request sent them all, so they
@@ -263,7 +300,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
         if not delivered:
             # The broker's session state moved on, the client saw a failure: counted as a request only.
             lost[i] += 1
-            failures[i]()
+            model.error()
             continue
         if err:
             tally.errors[err] += 1
@@ -280,7 +317,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                                + records - (fetch.records_bytes or 0))
             if response_bytes > 0:
                 tally.response_bytes += response_bytes
-        responses[i](v, err, session_id, outcome.throttle_time_ms, parts)
+        model.response(v, err, session_id, outcome.throttle_time_ms, parts)
 
     # Every planned fetch is requested once; each is answered (at its captured response time, or at once when
     # the capture has no response) unless the client never got the answer.

@@ -143,7 +143,7 @@ def test_a_plan_holds_its_reads_until_they_are_too_many_then_makes_them_all_whil
 
     exchanges = list(decode_capture([str(CAPTURES / "kafka" / "java-evictions.pcap")]))
     held = build_plan(exchanges)
-    entries = sum(len(f.wanted) for s in held.streams for f in s.fetches)
+    entries = sum(len(f.wanted) + plan_module.STEP_ENTRIES for s in held.streams for f in s.fetches)
     expected = _outcome(simulate_many(held, CONFIGS, processes=1))
     for limit, made_later in ((entries, False), (entries // 2, True), (0, True)):
         monkeypatch.setattr(plan_module, "HELD_READS_LIMIT", limit)
