@@ -166,10 +166,24 @@ class PartitionLog:
     log_start_offset: int = 0
     log_end_offset: int = 0
     producers: dict[int, ProducerEntry] = field(default_factory=dict)  # producer id -> its state on this partition
+    # The log's first `filled` offsets as copies of one batch (`filler`, of `filler_records` records), made when
+    # read (fill): a replay pre-fills thousands of partitions with millions of records it only ever reads back.
+    filler: bytes = b""
+    filler_records: int = 0
+    filled: int = 0
 
     @property
     def high_watermark(self) -> int:
         return self.log_end_offset
+
+    def fill(self, batch: bytes, times: int) -> None:
+        """Start an empty log with `times` copies of one batch (base offsets 0, n, 2n, ...), made on read: the
+        same bytes as appending each, a batch's base offset being outside its CRC."""
+        if self.log_end_offset or times <= 0:
+            raise ValueError("only an empty log is filled, with at least one batch")
+        ((_start, size, count),) = split_batches(batch)
+        self.filler, self.filler_records = bytes(batch[:size]), count
+        self.filled = self.log_end_offset = times * count
 
     def append(self, records: bytes) -> int:
         """Append a produced record set; returns the base offset assigned to its first batch."""
@@ -209,8 +223,28 @@ class PartitionLog:
 
     def bytes_available(self, fetch_offset: int) -> int:
         """Bytes from the batch holding fetch_offset to the log end (what a delayed fetch counts)."""
+        if 0 <= fetch_offset < self.filled:
+            return self._filler_bytes(fetch_offset) + len(self.data)
         pos = self._position(fetch_offset)
         return 0 if pos is None else len(self.data) - pos
+
+    def _filler_bytes(self, fetch_offset: int) -> int:
+        """Bytes of filler from the batch holding fetch_offset on."""
+        return (self.filled // self.filler_records - fetch_offset // self.filler_records) * len(self.filler)
+
+    def _filler_read(self, fetch_offset: int, size: int) -> bytes:
+        """`size` bytes of the log from the filler batch holding fetch_offset (into the appended data beyond)."""
+        n, template = self.filler_records, bytearray(self.filler)
+        first = fetch_offset // n
+        batches = -(-min(size, self._filler_bytes(fetch_offset)) // len(template))  # (rounded up)
+        out = bytearray()
+        for k in range(first, first + batches):
+            _BASE_OFFSET.pack_into(template, 0, k * n)
+            out += template
+        del out[size:]
+        if len(out) < size:
+            out += self.data[: size - len(out)]
+        return bytes(out)
 
     def read(self, fetch_offset: int, max_bytes: int, min_one_message: bool, hard_max_bytes_limit: bool) -> ReadResult:
         """Kafka's LogSegment.read + ReplicaManager.readFromLog for one partition.
@@ -220,18 +254,24 @@ class PartitionLog:
         """
         if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
             return ReadResult(b"", self.high_watermark, self.log_start_offset, error_code=1)
-        pos = self._position(fetch_offset)
-        if pos is None:
-            return ReadResult(b"", self.high_watermark, self.log_start_offset)
-        index = bisect.bisect_right(self.positions, pos) - 1
-        first_size = self._batch_size(index)
+        in_filler = fetch_offset < self.filled
+        start = 0  # where the read starts in the appended data
+        if in_filler:
+            first_size, available = len(self.filler), self._filler_bytes(fetch_offset) + len(self.data)
+        else:
+            pos = self._position(fetch_offset)
+            if pos is None:
+                return ReadResult(b"", self.high_watermark, self.log_start_offset)
+            start = pos
+            first_size, available = self._batch_size(bisect.bisect_right(self.positions, pos) - 1), len(self.data) - pos
         adjusted = max(max_bytes, first_size) if min_one_message else max_bytes
-        fetch_size = min(len(self.data) - pos, adjusted)
+        fetch_size = max(min(available, adjusted), 0)
         if adjusted < first_size and not hard_max_bytes_limit:
             # Kafka's LogSegment returns no records for a 0-byte limit, else the cut batch that readFromLog then
             # drops (firstEntryIncomplete); only the latter loses the read's aborted-transaction list.
             return ReadResult(b"", self.high_watermark, self.log_start_offset, first_entry_incomplete=adjusted > 0)
-        return ReadResult(bytes(self.data[pos : pos + max(fetch_size, 0)]), self.high_watermark, self.log_start_offset)
+        records = self._filler_read(fetch_offset, fetch_size) if in_filler else bytes(self.data[start : start + fetch_size])
+        return ReadResult(records, self.high_watermark, self.log_start_offset)
 
     def _position(self, offset: int) -> int | None:
         if offset >= self.log_end_offset or not self.bases:
