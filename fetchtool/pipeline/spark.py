@@ -275,8 +275,11 @@ class _Decoded:
                 plans.append(st.TaskPlan(len(plans), s, b, buckets, tuple((i, files[i], offsets[i]) for i in idxs),
                                          label, *ends[s], assigned))
         ports = None if ports is None else frozenset(int(p) for p in ports)
+        # Cached as the JVM's column batches, not serialised: PySpark's MEMORY_AND_DISK is the serialised level, so
+        # every batch was Java-serialised and LZ4-compressed going in and undone on each of the three reads (the
+        # items are LZ4 already): ~0.4 of the JVM's ~2 CPU-s a 1.1 GB run, which local[2]'s workers pay for.
         decoded = map_in_arrow(spark.range(0, len(plans), 1, len(plans)), st.decode_stage(plans, ports, window),
-                               st.ITEM_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK)
+                               st.ITEM_SCHEMA).persist(StorageLevel.MEMORY_AND_DISK_DESER)
         facts = [pickle.loads(r[0]) for r in decoded.filter(F.col("kind") == "facts").select("blob").collect()]
         facts.sort(key=lambda f: f.task)
         t2 = time.perf_counter()
@@ -385,15 +388,17 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
     groups: Counter = Counter()
     maybe: Counter = Counter()
     counts: Counter = Counter()
+    work: Counter = Counter()
     for f in d.facts:
         groups.update(f.groups)
+        work.update(f.work())
         maybe.update(f.sessionless)
         counts.update(f.brokers)
     together = sum(maybe.values()) * SESSIONLESS_SHARE <= sum(groups.values())
     n = max(1, min(len(groups), 4 * d.cores))
     exchanges = d.items.filter(F.col("client").isNotNull())
     if len(groups) <= 64:
-        slots = st.broker_slots(Counter({f"{b}\n{c}": k for (b, c), k in groups.items()}), n)
+        slots = st.broker_slots(Counter({f"{b}\n{c}": k for (b, c), k in work.items()}), n)
         keyed = exchanges.withColumn("slot", _lookup(F.concat_ws("\n", "broker", "client"), slots))
         spread = keyed.repartition(n, "slot").drop("slot")
     else:

@@ -114,9 +114,20 @@ class TaskFacts:
     cpu_s: float = 0.0  # the task's CPU seconds (its Python worker's), for the progress line
     brokers: Counter = field(default_factory=Counter)  # items per broker
     groups: Counter = field(default_factory=Counter)  # exchanges per (broker, client)
-    partition_rows: int = 0  # the partitions table's rows of the exchanges kept
+    # partition entries per (broker, client) of the exchanges kept: the partitions table's rows, and with the
+    # exchanges what a pair's savings estimate costs (clients with equal exchange counts differ 5x in entries:
+    # bench1g's 20 pairs, 350 exchanges each, 40k-224k entries)
+    entries: Counter = field(default_factory=Counter)
     # exchanges per (broker, client) that the tracker may count as sessionless (a superset: may_be_sessionless)
     sessionless: Counter = field(default_factory=Counter)
+
+    @property
+    def partition_rows(self) -> int:
+        return sum(self.entries.values())
+
+    def work(self) -> Counter:
+        """Per (broker, client): its exchanges plus their partition entries (stage 2 spreads the pairs by it)."""
+        return self.groups + self.entries
 
 
 # -- items across the shuffle --------------------------------------------------------------------------------
@@ -412,7 +423,7 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     brokers: Counter = Counter()
     groups: Counter = Counter()
     sessionless: Counter = Counter()
-    partition_rows = 0
+    entries: Counter = Counter()
     seq = 0
     for it in decode_events(events(), plan.label, ports, report, _Names(now, learnt)):
         kept = window is None or window.keeps(it)
@@ -434,13 +445,13 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
                 groups[(it.broker, client)] += 1
                 if may_be_sessionless(it):
                     sessionless[(it.broker, client)] += 1
-                partition_rows += (len(it.request_partitions) + len(it.forgotten_partitions)
-                                   + len(it.response_partitions or ()))
+                entries[(it.broker, client)] += (len(it.request_partitions) + len(it.forgotten_partitions)
+                                                 + len(it.response_partitions or ()))
             yield ("item", it.broker, client, plan.set_idx, frame, plan.task, it.conn, it.correlation_id, seq,
                    item_blob(it))
         seq += 1
     facts = TaskFacts(plan.task, plan.set_idx, [(frame, i) for i, frame in enumerate(firsts, 1)], learnt, named,
-                      report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers, groups, partition_rows,
+                      report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers, groups, entries,
                       sessionless)
     yield ("facts", None, None, plan.set_idx, None, plan.task, None, None, None, pickle.dumps(facts, pickle.HIGHEST_PROTOCOL))
 

@@ -110,3 +110,23 @@ def test_a_task_hands_its_items_over_in_batches_of_about_a_megabyte_while_it_dec
         return [(*r[:-1], item_of(r[-1])) for r in rows[:-1]], rows[-1][0]
 
     assert same([tuple(r.values()) for b in batches for r in b.to_pylist()]) == same(rows)
+
+
+def test_a_tasks_facts_weigh_each_client_broker_pair_by_its_partition_entries_not_its_exchanges():
+    # Stage 2 spreads the savings' (broker, client) pairs over the cores by this weight: bench1g's 20 pairs have 350
+    # exchanges each but 40k-224k partition entries, so counting exchanges left one task five times another's work.
+    import pickle
+
+    from fetchtool.exchange import Exchange
+    from fetchtool.pipeline.spark_stages import savings_client
+
+    plan = TaskPlan(0, 0, 0, 1, ((0, str(FOLLOWERS), 0),), FOLLOWERS.name, 10**9, 2e9)
+    rows = list(decode_task(plan, None))
+    facts = pickle.loads(rows[-1][-1])
+    entries: Counter = Counter()
+    for it in (item_of(r[-1]) for r in rows[:-1]):
+        if isinstance(it, Exchange):
+            entries[(it.broker, savings_client(it))] += 1 + len(it.request_partitions) + len(
+                it.forgotten_partitions) + len(it.response_partitions or ())
+    assert facts.work() == entries
+    assert len(set(facts.work().values())) > 1 and facts.work() != facts.groups
