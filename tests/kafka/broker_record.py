@@ -462,6 +462,9 @@ def load(sessions_logs: dict[str, Path], requests_logs: dict[str, Path]) -> Brok
 # A committed capture of captures/kafka/ with the broker's record beside it
 
 
+KILL_UNSURE_S = 1.0  # requests a SIGKILL may have cut or answered without a log line: sent within this before it
+
+
 @dataclass
 class RecordedRun:
     """captures/kafka/NAME.pcap, its NAME.record.json (ports, times, faults) and Kafka's logs of every node."""
@@ -502,6 +505,29 @@ class RecordedRun:
             back = [e["time"] for e in self.events(rf"^node {nid} accepting") if e["time"] > kill["time"]]
             out.append((f"node{nid}", kill["time"], min(back) if back else None))
         return out
+
+    def unlogged_at_kill(self) -> set[tuple[str, int, int]]:
+        """(broker, session id, request epoch) of the incremental contexts a SIGKILLed node logged in the last
+        KILL_UNSURE_S before its kill whose request has no request-log line. Kafka writes "Completed request"
+        only after the response has left, so such a request was either cut in flight or answered with its line
+        lost to the kill: the capture may show either, and Kafka's record cannot tell which."""
+        logged = {(f.broker, f.session_id, f.session_epoch) for f in self.record.fetches}
+        out = set()
+        for node, killed, _back in self.node_deaths():
+            broker = self.node_broker[node]
+            for c in self.record.sessions[node].incremental:
+                key = (broker, c.session_id, c.request_epoch)
+                if killed - KILL_UNSURE_S <= c.ts <= killed and key not in logged:
+                    out.add(key)
+        return out
+
+    def answered_near_kill(self, broker: str, response_ts: float | None) -> bool:
+        """A response from `broker` the capture shows within KILL_UNSURE_S before its node was SIGKILLed: its
+        request-log line may be lost to the kill (see unlogged_at_kill)."""
+        node = self.session_node(broker)
+        return response_ts is not None and any(
+            n == node and killed - KILL_UNSURE_S <= response_ts and (back is None or response_ts < back)
+            and response_ts <= killed + KILL_UNSURE_S for n, killed, back in self.node_deaths())
 
     def session_node(self, broker: str) -> str | None:
         return next((n for n, b in self.node_broker.items() if b == broker), None)

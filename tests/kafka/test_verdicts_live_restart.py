@@ -114,7 +114,8 @@ def test_the_live_restart_is_decoded_as_kafka_logged_it(restart_run):
     run = br.load_run(restart_run)
     deaths = {n: t for n, t, _ in run.node_deaths()}
     assert_decode_matches_request_log(restart_run, run.record.fetches, [int(run.node_broker["node1"].split(":")[1])],
-                                      lambda rec: deaths.get(f"node{rec.replica_id}") if rec.replica_id >= 0 else None)
+                                      lambda rec: deaths.get(f"node{rec.replica_id}") if rec.replica_id >= 0 else None,
+                                      lambda row: run.answered_near_kill(row["broker"], row["response_ts"]))
 
 
 @pytest.mark.parametrize("verdict", [
