@@ -13,14 +13,13 @@ import typer
 from fetchtool.commands.options import since_option, until_option, width_option
 from fetchtool.commands.wording import count
 from fetchtool.pipeline import ENGINES
-from fetchtool.pipeline.jsonl import jsonl_line, latency_ms
-from fetchtool.printable import one_line
+from fetchtool.pipeline.jsonl import jsonl_line
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from fetchtool.commands.exchange_table import ExchangeRows
     from fetchtool.commands.window import TimeWindow
-    from fetchtool.exchange import Exchange
     from fetchtool.pipeline.tables import ParquetTables
 
 # What decoding needs is imported inside the functions that use it: `decode --help` imports none of it.
@@ -76,7 +75,7 @@ def main(
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             fail(f"cannot write {out}: {exc.strerror or exc}")
-    rows: list[Exchange] = []
+    rows: ExchangeRows | None = None
     write = sys.stdout.write
     try:
         for item in reading.items():
@@ -90,7 +89,8 @@ def main(
             if format is Format.jsonl:
                 write(jsonl_line(item))
             elif format is Format.table:
-                rows.append(item)
+                rows = rows or _exchange_rows()
+                rows.add(item)
         if out is not None:
             tables = tables or _parquet_tables(out)  # no exchange: both tables still written, empty
             tables.close()  # the last rows: a full disk is reported here like any other write
@@ -106,9 +106,11 @@ def main(
                 tables = _parquet_tables(out)
         if tables is not None:
             tables.close()
-    if format is Format.table and rows:
-        console = report_console(width=width)
-        console.print(exchange_table(rows, console.width))
+    if rows is not None:
+        from fetchtool.commands.exchange_table import print_exchange_table
+
+        print_exchange_table(report_console(width=width), rows)
+        rows.close()
     for line in reading.report.lines():
         err.print(line, highlight=False, markup=False)
     reading.require_traffic()
@@ -116,6 +118,12 @@ def main(
         err.print(f"wrote {count(tables.exchanges_written, 'exchange')} and "
                   f"{count(tables.partitions_written, 'partition row')} to {out}/", highlight=False)
     reading.finish()
+
+
+def _exchange_rows() -> ExchangeRows:
+    from fetchtool.commands.exchange_table import ExchangeRows
+
+    return ExchangeRows()
 
 
 def _parquet_tables(out: Path) -> ParquetTables:
@@ -148,62 +156,3 @@ def _decode_on_spark(captures: list[Path], out: Path | None, format: Format | No
     reading.require_traffic(rep.exchanges_written)
     err.print(f"wrote {count(rep.exchanges_written, 'exchange')} and {count(rep.partitions_written, 'partition row')}"
               f" to {out}/ (Spark Parquet datasets)", highlight=False)
-
-
-# Below this many columns the full table (16 columns) would be cut to "1…" in every cell: a narrower one instead.
-WIDE_TABLE = 160
-
-
-def exchange_table(exchanges: list[Exchange], width: int = WIDE_TABLE):
-    """The exchanges, one a row. Narrower than WIDE_TABLE: time, frames, latency, client id, session and
-    epoch, partitions, error and record bytes only (--format jsonl has everything), as a table when those fit
-    whole, else each exchange's fields wrapped beside its time (analysis.reports.fit.Steps): no id is cut."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    from fetchtool.analysis.reports.fit import Steps
-    from fetchtool.analysis.reports.timefmt import utc
-
-    days = {utc(ex.ts, "%Y-%m-%d") for ex in exchanges if ex.ts is not None}
-    one_day = len(days) == 1
-    clock = f"{next(iter(days))} UTC" if one_day else "time (UTC)"  # the date once, in the header, as `sessions`
-    title = count(len(exchanges), "exchange")
-    rows = []
-    wide = width >= WIDE_TABLE
-    for ex in exchanges:
-        when = None if ex.ts is None else utc(ex.ts, "%H:%M:%S.%f" if one_day else "%Y-%m-%d %H:%M:%S.%f")
-        latency = latency_ms(ex)
-        ms = None if latency is None else f"{latency:,.1f}"
-        cells: tuple[object, ...]
-        if wide:
-            api = ("Fetch" if ex.api_key == 1 else "FetchSnapshot") + f" v{ex.api_version}"
-            cells = (when, ex.request_frame, ex.response_frame, ms, ex.client, ex.client_id, ex.broker, api,
-                     ex.session_id, ex.session_epoch, ex.partitions, ex.forgotten, ex.response_session_id,
-                     ex.error_code, ex.response_partition_count, _thousands(ex.records_bytes))
-        else:
-            cells = (when, f"{ex.request_frame}/{_cell(ex.response_frame)}", f"{ms or '-'} ms", ex.client_id,
-                     f"{_cell(ex.session_id)}:{_cell(ex.session_epoch)}", f"{ex.partitions}-{ex.forgotten}",
-                     ex.error_code, f"{_thousands(ex.records_bytes)} B")
-        rows.append(tuple(_cell(v) for v in cells))
-    if not wide:
-        head = (clock, "frames", "latency", "client id", "session:epoch", "parts", "error", "records")
-        return Group(Steps(head, rows, title),
-                     Text("parts: partitions sent - forgotten; --width 160 or more for every column", style="dim"))
-    table = Table(title=title, show_lines=False)
-    table.add_column(clock, no_wrap=True)
-    for col in ("req", "resp", "ms", "client", "client id", "broker", "api", "session", "epoch", "parts", "forgot",
-                "resp session", "error", "resp parts", "records B"):
-        table.add_column(col, justify="left" if col in ("client", "client id", "broker", "api") else "right",
-                         overflow="fold")
-    for r in rows:
-        table.add_row(*r)
-    return table
-
-
-def _thousands(value):
-    return f"{value:,}" if isinstance(value, int) else value
-
-
-def _cell(value) -> str:
-    return "-" if value is None else one_line(str(value))  # a newline in a client id forges no row

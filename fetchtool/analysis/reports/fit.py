@@ -11,13 +11,15 @@ need not know the width: `Console(width=80)`, a pipe, a panel's inside all work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 
 from dataclasses import dataclass
 
 from rich import box
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.padding import Padding
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -37,6 +39,8 @@ Cell = str | tuple[str, ...]  # a tuple: several values, one a line in a table, 
 def cell_len(text: str) -> int:
     """The width rich gives `text` once it is a Text: what a report console shows (a control character from a
     capture escaped to `\\x1b`, by fetchtool.commands.output), not the raw string's."""
+    if text.isascii() and text.isprintable():
+        return len(text)  # one cell a character: no Text to make (decode's table measures millions of cells)
     return Text(text).cell_len
 
 
@@ -102,27 +106,103 @@ class Steps:
     """Many short rows in time order (a session's epochs, decoded exchanges): a table when every column fits
     whole, else the first column (the time) and the other fields after it, two spaces apart, wrapped at spaces
     beside it, so a long value (FETCH_SESSION_ID_NOT_FOUND, a session id) moves to the next line whole and a
-    wrapped row stays under its own time. A card per row would take a screen for a dozen rows."""
+    wrapped row stays under its own time. A card per row would take a screen for a dozen rows.
 
-    def __init__(self, head: tuple[str, ...], rows: list[tuple[str, ...]], title: str | None = None) -> None:
+    `rows` is read twice (the widths, then the rows): a list, or anything iterable again, such as rows kept on
+    disk. parts() gives the output in pieces of CHUNK_ROWS rows, each laid out with the widths of all of them,
+    which together read as one table; printed one by one, rich holds one piece at a time (150,000 exchanges as
+    one rich Table took 1.6 GB and minutes). A table's rows are plain lines, padded as rich pads them."""
+
+    CHUNK_ROWS = 1000
+
+    def __init__(self, head: tuple[str, ...], rows: Iterable[tuple[str, ...]], title: str | None = None) -> None:
         self.head, self.rows, self.title = head, rows, title
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        widths = [max([cell_len(h)] + [cell_len(r[i]) for r in self.rows]) for i, h in enumerate(self.head)]
-        if sum(widths) + 2 * (len(widths) - 1) <= options.max_width:  # SIMPLE_HEAD, no edge padding
+        yield from self.parts(options.max_width)
+
+    def parts(self, max_width: int) -> Iterator[RenderableType]:
+        widths = [cell_len(h) for h in self.head]
+        head = "  ".join(self.head[1:])
+        fields = cell_len(head)  # the grid's second column: the fields, two spaces apart
+        for r in self.rows:
+            for i, cell in enumerate(r):
+                if (n := cell_len(cell)) > widths[i]:
+                    widths[i] = n
+            fields = max(fields, sum(widths_of(r[1:])) + 2 * (len(r) - 2))
+        if sum(widths) + 3 * (len(widths) - 1) <= max_width:  # else rich squeezes the last columns away
+            # SIMPLE_HEAD, no edges: the title and the header from rich, then each row's cells padded to their
+            # column and 3 spaces apart (a cell's padding, the box's blank rule, the next cell's padding)
             t = Table(title=self.title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
             for h, w in zip(self.head, widths):
                 t.add_column(h, no_wrap=True, min_width=w)
-            for r in self.rows:
-                t.add_row(*r)
             yield t
+            for _first, chunk in _chunks(self.rows, self.CHUNK_ROWS):
+                if chunk:
+                    yield _LaidOut("   ".join(_pad(c, w) for c, w in zip(r, widths)) for r in chunk)
             return
         if self.title:
             yield Text(self.title, style="bold italic")
-        g = Table.grid(padding=(0, 2))
-        g.add_column(no_wrap=True)
-        g.add_column()
-        g.add_row(Text(self.head[0], style="bold"), Text("  ".join(self.head[1:]), style="bold"))
-        for r in self.rows:
-            g.add_row(r[0], "  ".join(r[1:]))
-        yield g
+        # the fields' column as rich sizes it for all the rows: their longest line, or what the width leaves
+        fields = max(1, min(fields, max_width - widths[0] - GRID_PAD))
+
+        def grid(*rows) -> Table:
+            g = Table.grid(padding=(0, GRID_PAD))
+            g.add_column(no_wrap=True, min_width=widths[0])
+            g.add_column(width=fields)
+            for r in rows:
+                g.add_row(*r)
+            return g
+
+        yield grid((Text(self.head[0], style="bold"), Text(head, style="bold")))
+        gap = " " * GRID_PAD
+        for _first, chunk in _chunks(self.rows, self.CHUNK_ROWS):
+            lines: list[str] = []
+            for r in chunk:
+                joined = "  ".join(r[1:])
+                if cell_len(joined) <= fields:  # one line, as rich pads it
+                    lines.append(_pad(r[0], widths[0]) + gap + _pad(joined, fields))
+                    continue
+                if lines:
+                    yield _LaidOut(lines)
+                    lines = []
+                yield grid((r[0], joined))  # wrapped by rich, at spaces
+            if lines:
+                yield _LaidOut(lines)
+
+
+class _LaidOut:
+    """Lines already laid out to fit, written as they are (a Text would be joined, measured and wrapped again)."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self.lines = lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        new_line = Segment.line()
+        for line in self.lines:
+            yield Segment(line)
+            yield new_line
+
+
+def widths_of(cells: Iterable[str]) -> Iterator[int]:
+    return (cell_len(c) for c in cells)
+
+
+def _pad(cell: str, width: int) -> str:
+    return cell + " " * (width - cell_len(cell))
+
+
+GRID_PAD = 2  # Steps' grid: the spaces between the time and the fields (a grid collapses its padding)
+
+
+def _chunks(rows: Iterable[tuple[str, ...]], size: int) -> Iterator[tuple[bool, list[tuple[str, ...]]]]:
+    """(first?, up to `size` rows) for every chunk of `rows`; one empty chunk when there are none."""
+    it = iter(rows)
+    first = True
+    while True:
+        chunk = list(islice(it, size))
+        if chunk or first:
+            yield first, chunk
+        if len(chunk) < size:
+            return
+        first = False
