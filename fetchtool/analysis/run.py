@@ -271,7 +271,7 @@ class AnalysisPass:
     def findings(self) -> list[Finding]:
         """The findings engine's and the traffic findings, in report order (once, at the end)."""
         self.traffic.finish()
-        found = (self.engine.finish(self.tracker, self.savings.per_pair)
+        found = (self.engine.finish(self.tracker, lambda: self.savings.per_pair)  # (read late: _Apart waits)
                  + traffic_findings.findings(self.traffic, self.partition_errors))
         return sorted(found, key=attrgetter("sort_key"))
 
@@ -348,7 +348,17 @@ def _analyze(items: Iterable, files: Iterable[str], cache_slots: int | None, cac
     first = next(items, _NOTHING)  # (starts the decoding, and the side consumer if the run has one)
     apart = side is not None and side.running
     if apart:
-        run.savings = _Apart()  # type: ignore[assignment]  # duck-typed: feeds nothing; the sums come at the end
+        assert side is not None
+        run.savings = _Apart(side)  # type: ignore[assignment]  # duck-typed: feeds nothing; the sums come at the end
+        try:
+            return _analyzed(run, items, first, files, decode_report, ended, sessions)
+        finally:
+            side.wait()  # (done already, unless the analysis failed: the process is reaped either way)
+    return _analyzed(run, items, first, files, decode_report, ended, sessions)
+
+
+def _analyzed(run: AnalysisPass, items: Iterator, first, files: Iterable[str], decode_report, ended: list[int] | None,
+              sessions: int | None) -> Analysis:
     feed = run.feed
     if first is not _NOTHING:
         if ended is None:
@@ -362,16 +372,10 @@ def _analyze(items: Iterable, files: Iterable[str], cache_slots: int | None, cac
                     ended.clear()
                 feed(it)
     # the savings are complete: sum them up and let the per-connection models go before the findings replay
-    # each broker's cache (peak memory: that replay beside the state of the pass)
-    if apart:
-        assert side is not None
-        if side.result is None:  # (killed, or a bug: the decoding child's failures are told the same way)
-            from fetchtool.capture.reader import CaptureError
-
-            raise CaptureError("the savings estimating process stopped unexpectedly")
-        savings, run.savings.per_pair = cast("tuple[dict, dict]", side.result)
-    else:
-        savings = run.savings.result().to_json()
+    # each broker's cache (peak memory: that replay beside the state of the pass). (Estimated apart, they are
+    # waited for when first needed: this process replays the caches meanwhile.)
+    later = isinstance(run.savings, _Apart)
+    savings = None if later else run.savings.result().to_json()
     run.savings.release()
     run.tracker.fed()
     engine = run.engine
@@ -383,6 +387,8 @@ def _analyze(items: Iterable, files: Iterable[str], cache_slots: int | None, cac
     findings = annotate(tuple(run.findings()), clients, decode_report)
     capture, brokers, clients = kept_view(run.kept, run.totals, run.files, decode, run.broker_summaries(), clients)
     shown = choose(run.tracker.sessions, sessions, run.session_life())
+    if savings is None:
+        savings = run.savings.result().to_json()  # (estimated apart: the side consumer's, by now)
     return Analysis(
         capture=capture,
         brokers=brokers,
@@ -401,10 +407,10 @@ _NOTHING = object()
 
 class _Apart:
     """In place of the SavingsEstimator when the decode run's side consumer estimates the savings (savings_apart):
-    feeds nothing; its per-pair sums, for the findings, are the side consumer's."""
+    feeds nothing; its results are the side consumer's, waited for when first read."""
 
-    def __init__(self) -> None:
-        self.per_pair: dict = {}
+    def __init__(self, side: SideConsumer) -> None:
+        self.side = side
 
     def feed(self, ex) -> None:
         return None
@@ -414,6 +420,31 @@ class _Apart:
 
     def release(self) -> None:
         return None
+
+    def _results(self) -> tuple[dict, dict]:
+        done = self.side.wait()
+        if done is None:  # (killed, or a bug: the decoding child's failures are told the same way)
+            from fetchtool.capture.reader import CaptureError
+
+            raise CaptureError("the savings estimating process stopped unexpectedly")
+        return cast("tuple[dict, dict]", done)
+
+    def result(self) -> _Json:
+        return _Json(self._results)
+
+    @property
+    def per_pair(self) -> dict:
+        return self._results()[1]
+
+
+class _Json:
+    """A result whose to_json() is the side consumer's (waited for then)."""
+
+    def __init__(self, results: Callable[[], tuple[dict, dict]]) -> None:
+        self.results = results
+
+    def to_json(self) -> dict:
+        return self.results()[0]
 
 
 def savings_apart(savings_of: Callable[[Exchange], bool] | None = None,

@@ -53,14 +53,29 @@ class SideConsumer:
     there over the items this process gets, with the ids of ended connections appended to ``ended`` between
     them as here, and its return value (pickled) is ``result`` once this process has read the items to the end
     (None: it failed or did not answer). ``running``: it was started (only a run decoded in a child has one);
-    a consumer that finds it not running does the work itself."""
+    a consumer that finds it not running does the work itself. Once the items have been read to the end, the
+    side consumer may still be at work: ``wait()`` for its result when it is needed (this process meanwhile does
+    what it can without it), and always wait once, so that the process is reaped."""
 
-    __slots__ = ("consume", "running", "result")
+    __slots__ = ("consume", "running", "result", "_ending")
 
     def __init__(self, consume: Callable[[Iterator[Exchange | OrphanResponse], list[int]], object]) -> None:
         self.consume = consume
         self.running = False
         self.result: object = None
+        self._ending: tuple[int, int] | None = None  # (pid, its result's pipe) once fed everything
+
+    def wait(self, timeout: float | None = None) -> object:
+        """The result, once the process has sent it and is reaped (None: it failed; or, with a timeout, did not
+        answer in time, and was killed)."""
+        if self._ending is not None:
+            (pid, fd), self._ending = self._ending, None
+            try:
+                self.result = read_final(fd, timeout)
+            finally:
+                os.close(fd)
+                reap(pid)
+        return self.result
 
 
 def decoded_in_child(decode: Callable[[], Iterator[Exchange | OrphanResponse]], ended: list[int],
@@ -78,12 +93,10 @@ def decoded_in_child(decode: Callable[[], Iterator[Exchange | OrphanResponse]], 
         yield from _decoded(decode, ended, report, side_fd)
         finished = True
     finally:
-        try:
-            os.close(side_fd)  # (the decoding child's copy is closed as it ends: the side consumer then sees the end)
-            side.result = read_final(final_fd, None if finished else SIDE_STOP_WAIT)
-        finally:
-            os.close(final_fd)
-            reap(pid)
+        os.close(side_fd)  # (the decoding child's copy is closed as it ends: the side consumer then sees the end)
+        side._ending = (pid, final_fd)
+        if not finished:
+            side.wait(SIDE_STOP_WAIT)  # stopped early: its last items are all it has left to do
 
 
 def _decoded(decode, ended: list[int], report: DecodeReport, side_fd: int | None

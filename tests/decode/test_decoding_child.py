@@ -311,9 +311,11 @@ def test_a_side_consumer_gets_the_same_items_and_ends_as_this_process(path, larg
         run = decode_capture(path)
         run.side = side = forked.SideConsumer(_seen)
         got = consumed(run)
+        assert side.running
+        result = side.wait()  # (reaped here)
     assert len(pids) == 2, "the decoding child and the side consumer"
-    assert side.running and got == want
-    assert side.result == want  # items equal field for field; the ends at the same places
+    assert got == want
+    assert result == side.result == want  # items equal field for field; the ends at the same places
     assert deep_types(side.result[0]) == deep_types(want[0])
 
 
@@ -322,7 +324,7 @@ def test_a_side_consumer_runs_only_where_the_run_is_decoded_in_a_child():
         run = decode_capture(EVICTIONS)  # small: decoded here
         run.side = side = forked.SideConsumer(_seen)
         list(run)
-    assert pids == [] and not side.running and side.result is None
+    assert pids == [] and not side.running and side.wait() is None
 
 
 def test_a_side_consumer_that_dies_leaves_the_run_whole_and_no_result(large):
@@ -335,8 +337,8 @@ def test_a_side_consumer_that_dies_leaves_the_run_whole_and_no_result(large):
         run = decode_capture(EVICTIONS)
         run.side = side = forked.SideConsumer(dies)
         got = consumed(run)
-    assert len(pids) == 2 and got == want
-    assert side.running and side.result is None
+        assert side.wait() is None
+    assert len(pids) == 2 and got == want and side.running
 
 
 def test_a_side_consumer_of_a_run_stopped_early_ends_with_what_it_read(large, monkeypatch):
@@ -348,7 +350,7 @@ def test_a_side_consumer_of_a_run_stopped_early_ends_with_what_it_read(large, mo
         run.side = side = forked.SideConsumer(lambda items, ended: list(items))
         items = iter(run)
         first = [next(items) for _ in range(5)]
-        items.close()
+        items.close()  # (waits for the side consumer: its process is reaped)
     assert len(pids) == 2
     assert first == whole[:5]
     # a little ahead of what was consumed, as the report is; never more than was decoded
