@@ -429,22 +429,15 @@ class _Apart:
             raise CaptureError("the savings estimating process stopped unexpectedly")
         return cast("tuple[dict, dict]", done)
 
-    def result(self) -> _Json:
-        return _Json(self._results)
+    def result(self) -> _Apart:
+        return self   # (to_json(): the side consumer's)
+
+    def to_json(self) -> dict:
+        return self._results()[0]
 
     @property
     def per_pair(self) -> dict:
         return self._results()[1]
-
-
-class _Json:
-    """A result whose to_json() is the side consumer's (waited for then)."""
-
-    def __init__(self, results: Callable[[], tuple[dict, dict]]) -> None:
-        self.results = results
-
-    def to_json(self) -> dict:
-        return self.results()[0]
 
 
 def savings_apart(savings_of: Callable[[Exchange], bool] | None = None,
