@@ -1,7 +1,8 @@
 """Figures for a session storm: wall time, CPU time, max RSS and output size of the commands a support engineer
 runs, each measured from the shell with /usr/bin/time -v, and tshark 4.4's time on the same file for comparison.
-The CPU is also given per process (the command, then the decoding and reading processes it forks), since on two
-cores the wall time is bound by the busiest process and by half the sum.
+The CPU is also given per process, in the order they were first seen (usually the command, its decoding child,
+the reader that child forks, then the savings process of analyze and sessions), since on two cores the wall time
+is bound by the busiest process and by half the sum.
 
     python benchmarks/bench_session_storm.py [--sessions 100000] [--capture /tmp/storm100k.pcap] [--no-tshark]
 

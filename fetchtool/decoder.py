@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from .capture.events import ConnectionClosed, StreamData, StreamGap, StreamRun
 from .capture.reader import CaptureError, unreadable_line
@@ -30,6 +31,9 @@ from .exchange import Exchange
 from .protocol.codec import Rows
 from .protocol.connection import DecodeContext, KafkaConnection, OrphanResponse
 from .protocol.report import DecodeReport
+
+if TYPE_CHECKING:
+    from .decoding.forked import SideConsumer
 
 _AFTER_EVERY_ITEM = 1 << 62  # sorts after any correlation id
 
@@ -73,12 +77,15 @@ class DecodeRun:
         # "packed": those stand-ins also carry the entries' fields as the wire packs them (protocol/packed.py),
         # for the partitions table (`decode --out`); never decoded in a child, whose items carry plain tuples.
         self.rows = rows
+        # A second consumer of the items, in a process of its own, when the run is decoded in a child
+        # (decoding/forked.py SideConsumer): set before iterating.
+        self.side: SideConsumer | None = None
 
     def __iter__(self) -> Iterator[Exchange | OrphanResponse]:
         if self.in_child and self.rows != "packed" and worth_a_child(*self.paths):
             from .decoding.forked import decoded_in_child
 
-            return decoded_in_child(self._decode, self.ended, self.report)
+            return decoded_in_child(self._decode, self.ended, self.report, self.side)
         return self._decode()
 
     def _decode(self) -> Iterator[Exchange | OrphanResponse]:

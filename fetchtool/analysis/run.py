@@ -13,7 +13,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from itertools import chain
 from operator import attrgetter
+from typing import TYPE_CHECKING, cast
 
 from fetchtool.exchange import FETCH_SNAPSHOT, Exchange
 
@@ -29,6 +31,9 @@ from fetchtool.analysis.tracking.partition_errors import PartitionErrors
 from fetchtool.analysis.tracking.timeline import TimelineTracker
 from fetchtool.analysis.tracking.tracker import Observation, SessionTracker, TrackedSession, host_of
 from fetchtool.analysis.tracking.traffic import TrafficTracker
+
+if TYPE_CHECKING:
+    from fetchtool.decoding.forked import SideConsumer
 
 
 _records_bytes = attrgetter("records_bytes")
@@ -258,12 +263,7 @@ class AnalysisPass:
         """Connection ``conn`` closed and every item of it has been fed (decoder.DecodeRun.ended): what was kept
         for it alone is folded into the counts (memory bounded by open connections, not by connections seen).
         The report is the same with or without these calls."""
-        broker = None
-        for name, b in self.tracker.brokers.items():
-            if conn in b.connections:
-                broker = name
-                break
-        self.tracker.connection_ended(conn)
+        broker = self.tracker.connection_ended(conn)
         if broker is not None:
             self.engine.session_use.connection_ended(broker, conn)
         self.savings.connection_ended(conn)
@@ -271,7 +271,7 @@ class AnalysisPass:
     def findings(self) -> list[Finding]:
         """The findings engine's and the traffic findings, in report order (once, at the end)."""
         self.traffic.finish()
-        found = (self.engine.finish(self.tracker, self.savings.per_pair)
+        found = (self.engine.finish(self.tracker, lambda: self.savings.per_pair)  # (read late: _Apart waits)
                  + traffic_findings.findings(self.traffic, self.partition_errors))
         return sorted(found, key=attrgetter("sort_key"))
 
@@ -329,33 +329,53 @@ def analyze_items(items: Iterable, *, files: Iterable[str] = (), cache_slots: in
                   cache_shards: int | None = None, decode_report=None,
                   savings_of: Callable[[Exchange], bool] | None = None,
                   eviction_ms: int = DEFAULT_EVICTION_MS, ended: list[int] | None = None,
-                  sessions: int | None = None) -> Analysis:  # fmt: skip
+                  sessions: int | None = None, savings_side: SideConsumer | None = None) -> Analysis:  # fmt: skip
     """Exchanges (and OrphanResponses) in request order -> Analysis. ``savings_of``: see savings_filter.
     ``ended``: the decode run's list of closed connections (decoder.DecodeRun.ended), drained as items come.
-    ``sessions``: list at most this many sessions (analysis.shown; None: every one)."""
+    ``sessions``: list at most this many sessions (analysis.shown; None: every one). ``savings_side``: the
+    decode run's side consumer made by savings_apart for the same items; when it runs (once the first item is
+    asked for), the savings are estimated there and not here."""
     with without_cycle_collection():
         return _analyze(items, files, cache_slots, cache_shards, decode_report, savings_of, eviction_ms, ended,
-                        sessions)
+                        sessions, savings_side)
 
 
 def _analyze(items: Iterable, files: Iterable[str], cache_slots: int | None, cache_shards: int | None,
              decode_report, savings_of: Callable[[Exchange], bool] | None, eviction_ms: int,
-             ended: list[int] | None, sessions: int | None) -> Analysis:
+             ended: list[int] | None, sessions: int | None, side: SideConsumer | None) -> Analysis:
     run = AnalysisPass(cache_slots, cache_shards, savings_of, files, eviction_ms)
+    items = iter(items)
+    first = next(items, _NOTHING)  # (starts the decoding, and the side consumer if the run has one)
+    apart = side is not None and side.running
+    if apart:
+        assert side is not None
+        run.savings = _Apart(side)  # type: ignore[assignment]  # duck-typed: feeds nothing; the sums come at the end
+        try:
+            return _analyzed(run, items, first, files, decode_report, ended, sessions)
+        finally:
+            side.wait()  # (done already, unless the analysis failed: the process is reaped either way)
+    return _analyzed(run, items, first, files, decode_report, ended, sessions)
+
+
+def _analyzed(run: AnalysisPass, items: Iterator, first, files: Iterable[str], decode_report, ended: list[int] | None,
+              sessions: int | None) -> Analysis:
     feed = run.feed
-    if ended is None:
-        for it in items:
-            feed(it)
-    else:
-        for it in items:
-            if ended:
-                for conn in ended:
-                    run.connection_ended(conn)
-                ended.clear()
-            feed(it)
+    if first is not _NOTHING:
+        if ended is None:
+            for it in chain((first,), items):
+                feed(it)
+        else:
+            for it in chain((first,), items):
+                if ended:
+                    for conn in ended:
+                        run.connection_ended(conn)
+                    ended.clear()
+                feed(it)
     # the savings are complete: sum them up and let the per-connection models go before the findings replay
-    # each broker's cache (peak memory: that replay beside the state of the pass)
-    savings = run.savings.result().to_json()
+    # each broker's cache (peak memory: that replay beside the state of the pass). (Estimated apart, they are
+    # waited for when first needed: this process replays the caches meanwhile.)
+    later = isinstance(run.savings, _Apart)
+    savings = None if later else run.savings.result().to_json()
     run.savings.release()
     run.tracker.fed()
     engine = run.engine
@@ -367,6 +387,8 @@ def _analyze(items: Iterable, files: Iterable[str], cache_slots: int | None, cac
     findings = annotate(tuple(run.findings()), clients, decode_report)
     capture, brokers, clients = kept_view(run.kept, run.totals, run.files, decode, run.broker_summaries(), clients)
     shown = choose(run.tracker.sessions, sessions, run.session_life())
+    if savings is None:
+        savings = run.savings.result().to_json()  # (estimated apart: the side consumer's, by now)
     return Analysis(
         capture=capture,
         brokers=brokers,
@@ -378,6 +400,67 @@ def _analyze(items: Iterable, files: Iterable[str], cache_slots: int | None, cac
         sessions_total=shown.total,
         never_used=shown.never_used,
     )
+
+
+_NOTHING = object()
+
+
+class _Apart:
+    """In place of the SavingsEstimator when the decode run's side consumer estimates the savings (savings_apart):
+    feeds nothing; its results are the side consumer's, waited for when first read."""
+
+    def __init__(self, side: SideConsumer) -> None:
+        self.side = side
+
+    def feed(self, ex) -> None:
+        return None
+
+    def connection_ended(self, conn: int) -> None:
+        return None
+
+    def release(self) -> None:
+        return None
+
+    def _results(self) -> tuple[dict, dict]:
+        done = self.side.wait()
+        if done is None:  # (killed, or a bug: the decoding child's failures are told the same way)
+            from fetchtool.capture.reader import CaptureError
+
+            raise CaptureError("the savings estimating process stopped unexpectedly")
+        return cast("tuple[dict, dict]", done)
+
+    def result(self) -> _Apart:
+        return self   # (to_json(): the side consumer's)
+
+    def to_json(self) -> dict:
+        return self._results()[0]
+
+    @property
+    def per_pair(self) -> dict:
+        return self._results()[1]
+
+
+def savings_apart(savings_of: Callable[[Exchange], bool] | None = None,
+                  keeps: Callable[[object], bool] | None = None) -> SideConsumer:
+    """A side consumer (decoding.forked.SideConsumer) estimating the savings of a decode run's items in a process of
+    its own, as analyze_items would (``savings_of``: see savings_filter): analyze_items(savings_side=...) then
+    leaves them out. ``keeps``: the items the analysis is fed (a time window), None: all. The savings need
+    nothing of the rest of the analysis, and are half its work on a capture of many connections."""
+    from fetchtool.decoding.forked import SideConsumer
+
+    def consume(items: Iterator, ended: list[int]) -> tuple[dict, dict]:
+        with without_cycle_collection():
+            est = SavingsEstimator(only=savings_of)
+            for it in items:
+                if ended:  # (before the next item, as _analyze drains them; items it is not fed feed nothing)
+                    for conn in ended:
+                        est.connection_ended(conn)
+                    ended.clear()
+                if isinstance(it, Exchange) and (keeps is None or keeps(it)):
+                    est.feed(it)
+            return est.result().to_json(), est.per_pair
+
+    return SideConsumer(consume)
 
 
 def bounded(analysis: Analysis, sessions: int | None) -> Analysis:

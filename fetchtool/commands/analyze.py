@@ -31,6 +31,7 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
     items -> the same items, to count more on the way (the embedded engine only). ``sessions``: list at most
     this many sessions (analysis.shown; None: all); the embedded engine without --client / --broker keeps only
     those in memory."""
+    from fetchtool.analysis import run as analysis_run
     from fetchtool.analysis.run import analyze_items, bounded, filtered, savings_filter
     from fetchtool.commands.output import (bad_option, check_ports, check_positive, fail, warn, warn_empty_shards,
                                           warn_if_nothing_matched)
@@ -63,12 +64,15 @@ def load(captures: List[Path], ports, cache_slots, cache_shards, client=None, br
         else:
             # analyze_capture's steps, with the items read through the Reading (window, progress, Ctrl-C);
             # --client / --broker count sessions again from all of them (filtered), then bound the list
+            # (a capture decoded in a child has its savings estimated in a process of their own: savings_apart)
             kept = client or broker
+            savings_of = savings_filter(client, broker)
+            keeps = reading.window.keeps if reading.window else None  # (the window Reading.items applies)
+            side = reading.run.side = analysis_run.savings_apart(savings_of, keeps)
             analysis = filtered(analyze_items(
                 (tap or iter)(reading.items()), cache_slots=cache_slots, cache_shards=cache_shards, decode_report=reading.report,
-                savings_of=savings_filter(client, broker),
-                eviction_ms=DEFAULT_EVICTION_MS if eviction_ms is None else eviction_ms, ended=reading.run.ended,
-                sessions=None if kept else sessions), client, broker)
+                savings_of=savings_of, eviction_ms=DEFAULT_EVICTION_MS if eviction_ms is None else eviction_ms,
+                ended=reading.run.ended, sessions=None if kept else sessions, savings_side=side), client, broker)
             if kept:
                 analysis = bounded(analysis, sessions)
     except CaptureError as exc:

@@ -288,3 +288,71 @@ def _children(pid: int) -> list[int]:
             return [int(p) for p in fh.read().split()]
     except OSError:
         return []
+
+
+# -- a side consumer (forked.SideConsumer): a second process fed the same items ------------------------------
+def _seen(items, ended) -> tuple[list, list]:
+    """What a consumer finds, as `consumed` records it (runs in the side consumer's process)."""
+    got, ends = [], []
+    for item in items:
+        if ended:
+            ends.append((len(got), tuple(ended)))
+            ended.clear()
+        got.append(item)
+    ends.append((len(got), tuple(ended)))
+    return got, ends
+
+
+@pytest.mark.parametrize("path", [DROP, EVICTIONS, ROOT / "captures" / "kafka" / "java-rebalance.pcap"],
+                         ids=lambda p: p.name)
+def test_a_side_consumer_gets_the_same_items_and_ends_as_this_process(path, large):
+    want = consumed(decode_capture(path, in_child=False))
+    with forked_children() as pids:
+        run = decode_capture(path)
+        run.side = side = forked.SideConsumer(_seen)
+        got = consumed(run)
+        assert side.running
+        result = side.wait()  # (reaped here)
+    assert len(pids) == 2, "the decoding child and the side consumer"
+    assert got == want
+    assert result == side.result == want  # items equal field for field; the ends at the same places
+    assert deep_types(side.result[0]) == deep_types(want[0])
+
+
+def test_a_side_consumer_runs_only_where_the_run_is_decoded_in_a_child():
+    with forked_children() as pids:
+        run = decode_capture(EVICTIONS)  # small: decoded here
+        run.side = side = forked.SideConsumer(_seen)
+        list(run)
+    assert pids == [] and not side.running and side.wait() is None
+
+
+def test_a_side_consumer_that_dies_leaves_the_run_whole_and_no_result(large):
+    def dies(items, ended):
+        next(items)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    want = consumed(decode_capture(EVICTIONS, in_child=False))
+    with forked_children() as pids:
+        run = decode_capture(EVICTIONS)
+        run.side = side = forked.SideConsumer(dies)
+        got = consumed(run)
+        assert side.wait() is None
+    assert len(pids) == 2 and got == want and side.running
+
+
+def test_a_side_consumer_of_a_run_stopped_early_ends_with_what_it_read(large, monkeypatch):
+    monkeypatch.setattr(streams, "grow_pipe", lambda fd: None)
+    monkeypatch.setattr(forked, "_BATCH_ITEMS", 1)
+    whole = list(decode_capture(EVICTIONS, in_child=False))
+    with forked_children() as pids:
+        run = decode_capture(EVICTIONS)
+        run.side = side = forked.SideConsumer(lambda items, ended: list(items))
+        items = iter(run)
+        first = [next(items) for _ in range(5)]
+        items.close()  # (waits for the side consumer: its process is reaped)
+    assert len(pids) == 2
+    assert first == whole[:5]
+    # a little ahead of what was consumed, as the report is; never more than was decoded
+    assert isinstance(side.result, list) and 5 <= len(side.result) < len(whole)
+    assert side.result == whole[:len(side.result)]

@@ -9,6 +9,7 @@ first frames, so a capture gives one finding per problem, not one alarm per fetc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from fetchtool.sessions.errors import error_name
@@ -258,8 +259,11 @@ class FindingsEngine:
         agg.add(ex.response_frame)
 
     # -- end of capture ------------------------------------------------------------------------------------
-    def finish(self, tracker: SessionTracker, savings_by_pair: dict | None = None) -> list[Finding]:
-        """``savings_by_pair``: what sessionless clients would save (session_use.SessionUse.findings)."""
+    def finish(self, tracker: SessionTracker, savings_by_pair: dict | Callable[[], dict] | None = None
+               ) -> list[Finding]:
+        """``savings_by_pair``: what sessionless clients would save (session_use.SessionUse.findings), or a
+        function giving it, called only once everything else is found (the savings may still be under way in
+        another process: analysis.run.savings_apart)."""
         resolver = NotFoundResolver(tracker.brokers, tracker.sessions, self.cache_slots, self.cache_shards)
         self._broker_losses(resolver, tracker)
         self._shadow_caches(resolver, tracker)
@@ -281,7 +285,8 @@ class FindingsEngine:
                    f"INVALID_FETCH_SESSION_EPOCH: {c.detail}.")
             self._add_ex("INVALID_FETCH_SESSION_EPOCH", c.cause, p.ex, msg)
         self._eviction_pressure(evicted, tracker)
-        self.findings += self.session_use.findings(tracker, savings_by_pair)
+        pairs = savings_by_pair() if callable(savings_by_pair) else savings_by_pair
+        self.findings += self.session_use.findings(tracker, pairs)
         self._starvation_findings()
         self._aggregates()
         return sorted(self.findings, key=lambda f: f.sort_key)

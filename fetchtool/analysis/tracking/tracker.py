@@ -524,15 +524,17 @@ class SessionTracker:
             # after this fails loudly)
             s.recent = cast(list, _NO_RECENT)
 
-    def connection_ended(self, conn: int) -> None:
+    def connection_ended(self, conn: int) -> str | None:
         """A closed connection (decoder.DecodeRun.ended) with nothing in flight can never be one of a lost
-        broker's cut connections (connections.broker_losses): its state goes (memory)."""
+        broker's cut connections (connections.broker_losses): its state goes (memory). Returns the connection's
+        broker (None: no exchange of it was fed)."""
         for broker in self.brokers.values():
             cs = broker.connections.get(conn)
             if cs is not None:
                 if not cs.in_flight:
                     del broker.connections[conn]
-                return
+                return broker.broker
+        return None
 
     # -- results -------------------------------------------------------------------------------------------
     def client_summaries(self) -> list[ClientSummary]:
