@@ -128,7 +128,9 @@ class _Sequencer:
 
     def mark(self, *positions: int) -> None:
         """The events at these timeline positions happened (-1: a response the capture does not have)."""
-        self.done.update(p for p in positions if p >= 0)
+        # (a position already passed is done: kept, a stream's end marking its every position again held them all)
+        next_ = self.next
+        self.done.update(p for p in positions if p >= next_)
         before = self.next
         while self.next in self.done:
             self.done.discard(self.next)
@@ -431,10 +433,12 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
             failure.set_exception(cast(BaseException, task.exception()))
 
     async def launch() -> None:
-        for i in sorted(range(len(run.streams)), key=lambda i: req_pos[first[i]]):
+        for n, (_t, phase, i, j) in enumerate(plan.timeline):
+            if j or phase != REQUEST:
+                continue  # streams start in the order of their first requests
             fetch = plan.streams[i].fetches[0]
             if options.as_fast:
-                await seq.turn(req_pos[first[i]])
+                await seq.turn(n)
             else:
                 delay = t0 + fetch.t_ms / 1000 / speed - loop.time()
                 if delay > 0:
