@@ -98,7 +98,8 @@ def main(
     from fetchtool.replay.simulate import SimConfig
 
     options = ReplayOptions(broker=broker, config=SimConfig(cache_slots, cache_shards, eviction_ms), speed=speed,
-                            as_fast=as_fast, sessions=sessions, create_topics=create_topics, timeout_s=timeout)
+                            as_fast=as_fast, sessions=sessions, create_topics=create_topics, timeout_s=timeout,
+                            release_plan=True)
     run = ReplayRun(plan, options)
     progress = Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err, transient=True, disable=not err.is_terminal)
@@ -110,7 +111,7 @@ def main(
         run.interrupted = True
     except ReplayError as exc:
         fail(str(exc))
-    captured = captured_counts(plan)
+    captured = run.captured if run.captured is not None else captured_counts(plan)
     doc = stamp_json(replay_json(run, captured))
     if fmt == "json":
         emit(json_text(doc), output)  # in pieces: a storm's report (91 MB) is never held whole

@@ -32,7 +32,7 @@ from fetchtool.replay.plan import REQUEST, SESSION, ClientStream, ReplayPlan, ev
 from fetchtool.replay.simulate import CapturedSessionIds, SimConfig
 from fetchtool.replay.net import (RESERVED_FILES, OutOfFiles, ReplayError, allow_open_files, connect,
                                   read_frame_within, reason)
-from fetchtool.replay.tally import FETCH_SESSION_ID_NOT_FOUND, Tally, captured_counts
+from fetchtool.replay.tally import FETCH_SESSION_ID_NOT_FOUND, CapturedCounts, Tally, captured_counts
 from fetchtool.replay.target import Target, close_sessions, fetch_version, prepare, records_to_write
 from fetchtool.replay.wire import TopicMapping, fetch_request, fetch_response
 from fetchtool.sessions.partitions import ZERO_UUID, TopicIdPartition
@@ -53,6 +53,10 @@ class ReplayOptions:
     create_topics: bool = False
     timeout_s: float = 30.0  # a response that takes longer counts as a timeout (the client resets its session)
     prefill_limit: int = 20_000  # records pre-filled per partition of the embedded broker at most
+    # Let each stream's planned fetches go once it is replayed (the command's plan serves this one replay): what
+    # the report needs of them is taken before (ReplayRun.captured, captured_versions), so that a capture of
+    # 100,000 connections holds the plan of those open, not every one's (about 100 MB on a storm).
+    release_plan: bool = False
 
 
 @dataclass(slots=True)
@@ -90,6 +94,8 @@ class ReplayRun:
     connection_bound: int = 0  # paced replay: connections held open at once at most
     # per stream index with any: the partition errors the capture's responses carried (CapturedLog)
     captured_partition_errors: dict[int, Counter[int]] | None = None
+    captured: CapturedCounts | None = None  # what the capture shows, counted before the replay
+    captured_versions: frozenset[int] = frozenset()  # the Fetch versions the capture's requests used
     peak_connections: int = 0  # connections the replay held open at once, at most
 
     def __repr__(self) -> str:
@@ -251,11 +257,19 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                  on_progress: Callable[[int], None] | None = None) -> ReplayRun:
     """Replay the plan; fills and returns `run` (pass one in to keep partial results if cancelled)."""
     run = run if run is not None else ReplayRun(plan, options)
-    run.streams = [StreamResult(s) for s in plan.streams]
+    # Each stream's result is made when the stream starts (a storm's 100,000 made at once were 45 MB while the
+    # whole plan was still held); run.streams lists them all, with the ones never started, once the replay ends.
+    results: list[StreamResult | None] = [None] * len(plan.streams)
+
+    def every_result() -> None:
+        run.streams = [r if r is not None else StreamResult(s) for r, s in zip(results, plan.streams)]
+
     loop = asyncio.get_running_loop()
     speed = max(options.speed, 1e-6)
     log = captured_log(plan)
     run.captured_partition_errors = log.partition_errors
+    run.captured = captured_counts(plan)
+    run.captured_versions = frozenset(f.version for s in plan.streams for f in s.fetches)
     low, high = log.low, log.high
     virtual_ms = [0]
     epoch_ms = int(plan.start_ts * 1000)
@@ -291,7 +305,7 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         run.prepared = await prepare(host, port, {n: t.partition_count for n, t in plan.topics.items()}, low, high,
                                      create=options.create_topics, timeout=options.timeout_s,
                                      prefill_limit=options.prefill_limit,
-                                     probe_version=max((f.version for s in plan.streams for f in s.fetches), default=12))
+                                     probe_version=max(run.captured_versions, default=12))
         ids = run.prepared.topic_ids
     mapping = TopicMapping(ids, {str(v): k for k, v in ids.items()}, low)
     supported = run.prepared.fetch_versions if run.prepared is not None else None
@@ -420,6 +434,8 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                 # a stream that stopped early must not hold back the others
                 steps = range(at, at + len(stream.fetches))
                 seq.mark(*(req_pos[n] for n in steps), *(resp_pos[n] for n in steps))
+            if options.release_plan:
+                stream.fetches = []
 
     # A stream's task (its coroutine, client model and connection) is made when the capture's clock or order
     # reaches the stream's first request and let go at its end, so a capture of 100,000 connections one after
@@ -445,7 +461,8 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                     await asyncio.sleep(delay)
             if gate is not None:
                 await gate.acquire()
-            task = asyncio.ensure_future(drive(run.streams[i], gate is not None))
+            result = results[i] = StreamResult(plan.streams[i])
+            task = asyncio.ensure_future(drive(result, gate is not None))
             running.add(task)
             task.add_done_callback(ended)
         while running:
@@ -457,6 +474,7 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         if failure.done():
             failure.result()  # raises it
         launcher.result()
+        every_result()
         run.finished = True
         run.elapsed_s = time.monotonic() - run.started
         if broker is None:
@@ -469,6 +487,7 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
             task.cancel()
         if not failure.done():
             failure.cancel()
+        every_result()
         run.elapsed_s = run.elapsed_s or time.monotonic() - run.started
         if broker is not None:
             run.broker_metrics = broker.session_metrics()
@@ -501,8 +520,7 @@ def _notes(run: ReplayRun) -> None:
                 if target.written else ""
             run.notes.append(f"created {', '.join(target.created)} on {run.target}{filled}")
         if target.fetch_versions is not None:
-            sent = sorted({(f.version, fetch_version(f.version, target.fetch_versions))
-                           for s in run.plan.streams for f in s.fetches})
+            sent = sorted({(v, fetch_version(v, target.fetch_versions)) for v in run.captured_versions})
             moved = [f"v{a}->v{b}" for a, b in sent if a != b]
             if moved:
                 run.notes.append(f"{run.target} speaks Fetch v{target.fetch_versions[0]}-v{target.fetch_versions[1]}:"
@@ -532,7 +550,7 @@ def _eviction_note(run: ReplayRun) -> None:
     captured clock instead)."""
     if not (run.options.as_fast or run.options.speed > 1):
         return
-    captured = captured_counts(run.plan).totals.evictions
+    captured = (run.captured or captured_counts(run.plan)).totals.evictions
     replayed = sum(r.tally.errors.get(FETCH_SESSION_ID_NOT_FOUND, 0) for r in run.streams)
     if captured > replayed:
         pace = "as fast as possible" if run.options.as_fast else f"at speed {run.options.speed:g}"
