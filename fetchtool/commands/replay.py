@@ -43,8 +43,6 @@ def main(
     until: Optional[str] = until_option(),
     width: Optional[int] = width_option(),
 ) -> None:
-    import json
-
     from fetchtool.commands.output import (bad_option, check_choice, check_ports, check_positive, emit,
                                           error_console, fail, plan_or_fail, report_console, warn_empty_shards)
     from fetchtool.commands.reading import Reading, interrupted_exit
@@ -52,6 +50,8 @@ def main(
     from fetchtool.commands.stamp import stamp_json, stamp_markdown
     from fetchtool.commands.window import time_window
     from fetchtool.replay.clients import SESSION_MODES
+    from fetchtool.replay.jsonout import json_text
+    from fetchtool.replay.plan import LATER
     from fetchtool.replay.report import plan_summary_lines, print_replay, replay_json
     from fetchtool.replay.tally import captured_counts
 
@@ -75,12 +75,14 @@ def main(
             bad_option(str(exc))
     report_console(width=width)  # a bad --width fails before the capture is read
     reading = Reading(capture, port, time_window(since, until, capture))
-    plan = plan_or_fail(reading, "replay", with_reads=not dry_run)  # --dry-run prints the plan's shape only
+    # --dry-run prints the plan's shape only; a replay reads the captured log state once before it starts
+    # (driver.captured_log), so the plan holds no step's reads
+    plan = plan_or_fail(reading, "replay", with_reads=False if dry_run else LATER)
     reading.finish()  # Ctrl-C while reading the capture: nothing was replayed, nothing to report
     if dry_run:
         if fmt == "json":
-            emit(json.dumps(stamp_json({"plan": plan.summary(), "expected_duration_s": None if as_fast else
-                                        round(plan.duration_ms / 1000 / speed, 3)}), indent=2) + "\n", output)
+            emit(json_text(stamp_json({"plan": plan.summary(), "expected_duration_s": None if as_fast else
+                                       round(plan.duration_ms / 1000 / speed, 3)})), output)
         else:
             lines = plan_summary_lines(plan, None if as_fast else speed)
             text = "\n".join(lines) + "\n"
@@ -96,7 +98,8 @@ def main(
     from fetchtool.replay.simulate import SimConfig
 
     options = ReplayOptions(broker=broker, config=SimConfig(cache_slots, cache_shards, eviction_ms), speed=speed,
-                            as_fast=as_fast, sessions=sessions, create_topics=create_topics, timeout_s=timeout)
+                            as_fast=as_fast, sessions=sessions, create_topics=create_topics, timeout_s=timeout,
+                            release_plan=True)
     run = ReplayRun(plan, options)
     progress = Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err, transient=True, disable=not err.is_terminal)
@@ -108,10 +111,10 @@ def main(
         run.interrupted = True
     except ReplayError as exc:
         fail(str(exc))
-    captured = captured_counts(plan)
+    captured = run.captured if run.captured is not None else captured_counts(plan)
     doc = stamp_json(replay_json(run, captured))
     if fmt == "json":
-        emit(json.dumps(doc, indent=2) + "\n", output)
+        emit(json_text(doc), output)  # in pieces: a storm's report (91 MB) is never held whole
     elif fmt == "markdown":
         emit(stamp_markdown(replay_markdown(doc)), output)
     else:

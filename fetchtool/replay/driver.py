@@ -21,16 +21,18 @@ import asyncio
 import dataclasses
 import math
 import time
+from array import array
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel, effective_behaviour
-from fetchtool.replay.plan import REQUEST, SESSION, ClientStream, ReplayPlan
+from fetchtool.replay.plan import REQUEST, SESSION, ClientStream, ReplayPlan, every_read
 from fetchtool.replay.simulate import CapturedSessionIds, SimConfig
 from fetchtool.replay.net import (RESERVED_FILES, OutOfFiles, ReplayError, allow_open_files, connect,
                                   read_frame_within, reason)
-from fetchtool.replay.tally import FETCH_SESSION_ID_NOT_FOUND, Tally, captured_counts
+from fetchtool.replay.tally import FETCH_SESSION_ID_NOT_FOUND, CapturedCounts, Tally, captured_counts
 from fetchtool.replay.target import Target, close_sessions, fetch_version, prepare, records_to_write
 from fetchtool.replay.wire import TopicMapping, fetch_request, fetch_response
 from fetchtool.sessions.partitions import ZERO_UUID, TopicIdPartition
@@ -51,6 +53,10 @@ class ReplayOptions:
     create_topics: bool = False
     timeout_s: float = 30.0  # a response that takes longer counts as a timeout (the client resets its session)
     prefill_limit: int = 20_000  # records pre-filled per partition of the embedded broker at most
+    # Let each stream's planned fetches go once it is replayed (the command's plan serves this one replay): what
+    # the report needs of them is taken before (ReplayRun.captured, captured_versions), so that a capture of
+    # 100,000 connections holds the plan of those open, not every one's (about 100 MB on a storm).
+    release_plan: bool = False
 
 
 @dataclass(slots=True)
@@ -86,6 +92,10 @@ class ReplayRun:
     prepared: Target | None = None  # --broker: what preparing the target found and did
     closed_sessions: int = 0  # --broker: sessions still open at the end, closed with (id, -1)
     connection_bound: int = 0  # paced replay: connections held open at once at most
+    # per stream index with any: the partition errors the capture's responses carried (CapturedLog)
+    captured_partition_errors: dict[int, Counter[int]] | None = None
+    captured: CapturedCounts | None = None  # what the capture shows, counted before the replay
+    captured_versions: frozenset[int] = frozenset()  # the Fetch versions the capture's requests used
     peak_connections: int = 0  # connections the replay held open at once, at most
 
     def __repr__(self) -> str:
@@ -122,8 +132,11 @@ class _Sequencer:
         finally:
             self.waiting.pop(n, None)
 
-    def mark(self, *positions: int | None) -> None:
-        self.done.update(p for p in positions if p is not None)
+    def mark(self, *positions: int) -> None:
+        """The events at these timeline positions happened (-1: a response the capture does not have)."""
+        # (a position already passed is done: kept, a stream's end marking its every position again held them all)
+        next_ = self.next
+        self.done.update(p for p in positions if p >= next_)
         before = self.next
         while self.next in self.done:
             self.done.discard(self.next)
@@ -135,23 +148,38 @@ class _Sequencer:
                     waiter.set_result(None)
 
 
-def base_offsets(plan: ReplayPlan) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
-    """Per partition: the lowest captured fetch offset (becomes 0 on the target) and the highest offset the
-    capture shows (high watermark or fetch offset), for pre-filling."""
+@dataclass(frozen=True, slots=True)
+class CapturedLog:
+    """What a replay takes from the plan's reads (the captured broker's log at each step), in one walk: a plan
+    built with_reads=LATER holds none of them while it replays (on a 100,000-connection storm they were about
+    100 MB; on 1.1 GB of capture 250 MB)."""
+
+    low: dict[tuple[str, int], int]  # per partition: the lowest captured fetch offset (becomes 0 on the target)
+    high: dict[tuple[str, int], int]  # the highest offset the capture shows (high watermark or fetch offset)
+    partition_errors: dict[int, Counter[int]]  # per stream index with any: partition-level error codes read
+
+
+def captured_log(plan: ReplayPlan) -> CapturedLog:
+    """Per partition the captured offsets the target is pre-filled up to, per stream the partition errors the
+    capture's responses carried."""
     low: dict[tuple[str, int], int] = {}
     high: dict[tuple[str, int], int] = {}
-    for s in plan.streams:
-        for f in s.fetches:
-            for w in f.wanted:
-                key = (w.tp.topic, w.tp.partition)
-                off = w.data.fetch_offset
-                if off >= 0 and (key not in low or off < low[key]):
-                    low[key] = off
-                hw = f.reads.get(w.key)
-                top = max(off, hw.high_watermark if hw is not None else -1)
-                if top > high.get(key, -1):
-                    high[key] = top
-    return low, high
+    errors: dict[int, Counter[int]] = {}
+    streams = plan.streams
+    for i, j, reads in every_read(plan):
+        for w in streams[i].fetches[j].wanted:
+            key = (w.tp.topic, w.tp.partition)
+            off = w.data.fetch_offset
+            if off >= 0 and (key not in low or off < low[key]):
+                low[key] = off
+            hw = reads.get(w.key)
+            top = max(off, hw.high_watermark if hw is not None else -1)
+            if top > high.get(key, -1):
+                high[key] = top
+        for r in reads.values():
+            if r.error_code:
+                errors.setdefault(i, Counter())[r.error_code] += 1
+    return CapturedLog(low, high, errors)
 
 
 async def _start_embedded(plan: ReplayPlan, options: ReplayOptions, clock: Callable[[], int], speed: float,
@@ -229,10 +257,20 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                  on_progress: Callable[[int], None] | None = None) -> ReplayRun:
     """Replay the plan; fills and returns `run` (pass one in to keep partial results if cancelled)."""
     run = run if run is not None else ReplayRun(plan, options)
-    run.streams = [StreamResult(s) for s in plan.streams]
+    # Each stream's result is made when the stream starts (a storm's 100,000 made at once were 45 MB while the
+    # whole plan was still held); run.streams lists them all, with the ones never started, once the replay ends.
+    results: list[StreamResult | None] = [None] * len(plan.streams)
+
+    def every_result() -> None:
+        run.streams = [r if r is not None else StreamResult(s) for r, s in zip(results, plan.streams)]
+
     loop = asyncio.get_running_loop()
     speed = max(options.speed, 1e-6)
-    low, high = base_offsets(plan)
+    log = captured_log(plan)
+    run.captured_partition_errors = log.partition_errors
+    run.captured = captured_counts(plan)
+    run.captured_versions = frozenset(f.version for s in plan.streams for f in s.fetches)
+    low, high = log.low, log.high
     virtual_ms = [0]
     epoch_ms = int(plan.start_ts * 1000)
     t0 = loop.time()
@@ -267,16 +305,23 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         run.prepared = await prepare(host, port, {n: t.partition_count for n, t in plan.topics.items()}, low, high,
                                      create=options.create_topics, timeout=options.timeout_s,
                                      prefill_limit=options.prefill_limit,
-                                     probe_version=max((f.version for s in plan.streams for f in s.fetches), default=12))
+                                     probe_version=max(run.captured_versions, default=12))
         ids = run.prepared.topic_ids
     mapping = TopicMapping(ids, {str(v): k for k, v in ids.items()}, low)
     supported = run.prepared.fetch_versions if run.prepared is not None else None
     captured_ids = {name: info.topic_id or ZERO_UUID for name, info in plan.topics.items()}
 
-    req_pos: dict[tuple[int, int], int] = {}
-    resp_pos: dict[tuple[int, int], int] = {}
+    # Each step's request and response positions in the timeline (-1: no response captured), step j of stream i
+    # at first[i] + j: two int arrays, where two dicts keyed by (i, j) took 100 MB on a 100,000-connection storm.
+    first = array("q", bytes(8 * len(plan.streams)))
+    total = 0
+    for s in plan.streams:
+        first[s.index] = total
+        total += len(s.fetches)
+    req_pos = array("q", bytes(8 * total))
+    resp_pos = array("q", [-1]) * total
     for n, (_t, phase, i, j) in enumerate(plan.timeline):
-        (req_pos if phase == REQUEST else resp_pos)[(i, j)] = n
+        (req_pos if phase == REQUEST else resp_pos)[first[i] + j] = n
     seq = _Sequencer()
     # Paced, a replay that falls behind the capture's clock would start every overdue connection at once; the
     # gate holds them to the bound. As fast as possible, the sequencer keeps the capture's order, so the replay
@@ -290,18 +335,19 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         if on_progress is not None:
             on_progress(run.done)
 
-    async def drive(result: StreamResult) -> None:
+    async def drive(result: StreamResult, holding: bool) -> None:
         stream = result.stream
+        at = first[stream.index]  # the stream's steps in req_pos and resp_pos
         model = ClientModel(stream.behaviour, options.sessions)
         tally = result.tally
         reader: asyncio.StreamReader | None = None
         writer: asyncio.StreamWriter | None = None
         corr = 0
-        holding = False  # a place under the gate, from the stream's first connection to its end
+        # holding: a place under the gate, from the stream's first connection to its end (the launcher takes it)
         try:
             for j, fetch in enumerate(stream.fetches):
                 if options.as_fast:
-                    await seq.turn(req_pos[(stream.index, j)])
+                    await seq.turn(req_pos[at + j])
                 else:
                     delay = t0 + fetch.t_ms / 1000 / speed - loop.time()
                     if delay > 0:
@@ -332,13 +378,13 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                 tally.requests += 1
                 tally.request_bytes += len(data)
                 if options.as_fast:
-                    seq.mark(req_pos[(stream.index, j)])
+                    seq.mark(req_pos[at + j])
                 try:
                     payload = await read_frame_within(reader, options.timeout_s)
                 except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                     result.timeouts += 1
                     if options.as_fast:
-                        seq.mark(resp_pos.get((stream.index, j)))
+                        seq.mark(resp_pos[at + j])
                     model.error()
                     writer.close()
                     open_now[0] -= 1
@@ -347,7 +393,7 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                     continue
                 result.rtts_ms.append((loop.time() - sent_at) * 1000)
                 if options.as_fast:
-                    seq.mark(resp_pos.get((stream.index, j)))
+                    seq.mark(resp_pos[at + j])
                 body = fetch_response(payload, fetch.version, mapping)
                 tally.responses += 1
                 tally.response_bytes += 4 + len(payload)
@@ -386,11 +432,49 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
                 gate.release()
             if options.as_fast:
                 # a stream that stopped early must not hold back the others
-                key = stream.index
-                seq.mark(*(pos.get((key, j)) for pos in (req_pos, resp_pos) for j in range(len(stream.fetches))))
+                steps = range(at, at + len(stream.fetches))
+                seq.mark(*(req_pos[n] for n in steps), *(resp_pos[n] for n in steps))
+            if options.release_plan:
+                stream.fetches = []
 
+    # A stream's task (its coroutine, client model and connection) is made when the capture's clock or order
+    # reaches the stream's first request and let go at its end, so a capture of 100,000 connections one after
+    # another holds the few open at once, not 100,000 waiting tasks (about 1.5 KB each).
+    running: set[asyncio.Task] = set()
+    failure = loop.create_future()  # the first exception a stream's task ended with (gather's behaviour)
+
+    def ended(task: asyncio.Task) -> None:
+        running.discard(task)
+        if not task.cancelled() and task.exception() is not None and not failure.done():
+            failure.set_exception(cast(BaseException, task.exception()))
+
+    async def launch() -> None:
+        for n, (_t, phase, i, j) in enumerate(plan.timeline):
+            if j or phase != REQUEST:
+                continue  # streams start in the order of their first requests
+            fetch = plan.streams[i].fetches[0]
+            if options.as_fast:
+                await seq.turn(n)
+            else:
+                delay = t0 + fetch.t_ms / 1000 / speed - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            if gate is not None:
+                await gate.acquire()
+            result = results[i] = StreamResult(plan.streams[i])
+            task = asyncio.ensure_future(drive(result, gate is not None))
+            running.add(task)
+            task.add_done_callback(ended)
+        while running:
+            await asyncio.wait(tuple(running))
+
+    launcher = asyncio.ensure_future(launch())
     try:
-        await asyncio.gather(*(drive(r) for r in run.streams))
+        await asyncio.wait((launcher, failure), return_when=asyncio.FIRST_COMPLETED)
+        if failure.done():
+            failure.result()  # raises it
+        launcher.result()
+        every_result()
         run.finished = True
         run.elapsed_s = time.monotonic() - run.started
         if broker is None:
@@ -399,6 +483,11 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
             run.closed_sessions = await close_sessions(
                 host, port, [r.open_session for r in run.streams if r.open_session], options.timeout_s)
     finally:
+        for task in (launcher, *running):
+            task.cancel()
+        if not failure.done():
+            failure.cancel()
+        every_result()
         run.elapsed_s = run.elapsed_s or time.monotonic() - run.started
         if broker is not None:
             run.broker_metrics = broker.session_metrics()
@@ -431,8 +520,7 @@ def _notes(run: ReplayRun) -> None:
                 if target.written else ""
             run.notes.append(f"created {', '.join(target.created)} on {run.target}{filled}")
         if target.fetch_versions is not None:
-            sent = sorted({(f.version, fetch_version(f.version, target.fetch_versions))
-                           for s in run.plan.streams for f in s.fetches})
+            sent = sorted({(v, fetch_version(v, target.fetch_versions)) for v in run.captured_versions})
             moved = [f"v{a}->v{b}" for a, b in sent if a != b]
             if moved:
                 run.notes.append(f"{run.target} speaks Fetch v{target.fetch_versions[0]}-v{target.fetch_versions[1]}:"
@@ -462,7 +550,7 @@ def _eviction_note(run: ReplayRun) -> None:
     captured clock instead)."""
     if not (run.options.as_fast or run.options.speed > 1):
         return
-    captured = captured_counts(run.plan).totals.evictions
+    captured = (run.captured or captured_counts(run.plan)).totals.evictions
     replayed = sum(r.tally.errors.get(FETCH_SESSION_ID_NOT_FOUND, 0) for r in run.streams)
     if captured > replayed:
         pace = "as fast as possible" if run.options.as_fast else f"at speed {run.options.speed:g}"

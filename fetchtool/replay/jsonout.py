@@ -34,6 +34,14 @@ class Rows:
     def __iter__(self) -> Iterator[Any]:
         return map(self.make, range(self.count))
 
+    def __eq__(self, other: object) -> bool:
+        """Equal to the rows, or list of rows, with the same items in the same order (made again to compare)."""
+        if not isinstance(other, (Rows, list)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
 
 _INDENTED = json.JSONEncoder(indent=2)
 

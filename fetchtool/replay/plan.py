@@ -252,7 +252,26 @@ class ReplayPlan:
         return sorted({s.client for s in self.streams})
 
     def summary(self) -> dict:
-        """What --dry-run prints: clients, requests, expected duration."""
+        """What --dry-run prints: clients, requests, expected duration. Its per-stream list is made row by row as
+        it is read (jsonout.Rows): a storm's 100,000 rows as dicts took 100 MB."""
+        from fetchtool.replay.jsonout import Rows
+
+        streams = self.streams
+
+        def stream_row(n: int) -> dict:
+            s = streams[n]
+            return {
+                "client": s.client,
+                "client_id": s.client_id,
+                "broker": s.broker,
+                "behaviour": s.behaviour,
+                "follower": s.is_follower,
+                "requests": len(s.fetches),
+                "partitions": len(s.fetches[-1].wanted) if s.fetches else 0,
+                "first_ms": s.fetches[0].t_ms if s.fetches else None,
+                "last_ms": s.fetches[-1].t_ms if s.fetches else None,
+            }
+
         return {
             "clients": len(self.clients),
             "streams": len(self.streams),
@@ -262,20 +281,7 @@ class ReplayPlan:
             "topics": {name: t.partition_count for name, t in sorted(self.topics.items())},
             "behaviours": dict(Counter(s.behaviour for s in self.streams)),
             "skipped": dict(self.skipped),
-            "per_stream": [
-                {
-                    "client": s.client,
-                    "client_id": s.client_id,
-                    "broker": s.broker,
-                    "behaviour": s.behaviour,
-                    "follower": s.is_follower,
-                    "requests": len(s.fetches),
-                    "partitions": len(s.fetches[-1].wanted) if s.fetches else 0,
-                    "first_ms": s.fetches[0].t_ms if s.fetches else None,
-                    "last_ms": s.fetches[-1].t_ms if s.fetches else None,
-                }
-                for s in self.streams
-            ],
+            "per_stream": Rows(len(streams), stream_row),
         }
 
 
@@ -462,21 +468,43 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
     topics: dict[str, TopicInfo] = {}
     logs: dict[str, dict[tuple[str, int], _Log]] = {}  # broker -> (topic, partition) -> log
     streams: list[ClientStream] = []
-    groups = list(by_stream.values())
+    groups: list[list[Any]] = list(by_stream.values())     # (each _Seen let go once its step is planned)
+    del by_stream   # (its keys: a storm's 100,000 of them, 16 MB)
     for group in groups:
         group.sort(key=lambda e: (e.ts, e.correlation_id))
     order = sorted(
         (e.response_ts if e.response_ts is not None else e.ts, i, j) for i, g in enumerate(groups) for j, e in enumerate(g)
     )
+    # Per stream and step: the step's PlannedFetch (before it, the wanted tuple once its request is applied)
+    planned: list[list[Any]] = [[None] * len(g) for g in groups]
+    # What the streams and the timeline need of the exchanges, taken now, so that each exchange's _Seen can go as
+    # soon as its step is planned (a storm's 150,000 of them held to the end were 45 MB of the plan's peak): each
+    # step's request and response time in microseconds (None: no response), step j of stream i at at[i] + j.
+    at: list[int] = []
+    us_request: list[int] = []
+    us_response: list[int | None] = []
+    for i, group in enumerate(groups):
+        at.append(len(us_request))
+        for e in group:
+            us_request.append(_us(cast(float, e.ts) - start_ts))
+            us_response.append(None if e.response_ts is None else _us(e.response_ts - start_ts))
+        streams.append(ClientStream(
+            index=i,
+            client=group[0].client,
+            broker=group[0].broker,
+            client_id=next((e.client_id for e in group if e.client_id), None),
+            behaviour=classify(group),
+            is_follower=any((e.replica_id or -1) >= 0 for e in group),
+            fetches=planned[i],
+        ))
     # Per stream: the wanted set (client-side view), rebuilt request by request.
-    wanted_state: list[dict[TopicPartition, WantedPartition]] = [{} for _ in groups]
+    # (made at the stream's first request: a storm's 100,000 empty dicts made at once took 6 MB)
+    wanted_state: list[dict[TopicPartition, WantedPartition] | None] = [None] * len(groups)
     # Interning: one key object per partition for the whole plan, and per stream the same WantedPartition /
     # PartitionResult object again while its value is unchanged, so the simulation's dict lookups hit identical
     # objects and the engine's "same result object" fast path fires (values are equal either way).
     interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]] = {}
     last_reads: list[ReadResults | None] = [None] * len(groups)    # (None: no step's reads made yet)
-    # Per stream and step: the wanted tuple once its request is applied, then the step's PlannedFetch.
-    planned: list[list[Any]] = [[None] * len(g) for g in groups]
     # Requests must be applied in request order within a stream; responses are globally ordered. Requests of one
     # stream are sorted, so applying request j when its response comes up keeps per-stream order only if responses
     # come in request order; handle pipelined requests by applying all pending requests up to j first.
@@ -500,8 +528,11 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
             seen = groups[i][applied[i]]
             seek(seen.offset)
             parts = applied_early[(i, applied[i])] = loads(take(seen.size))
-            _apply_request(seen, parts, wanted_state[i], topics, interned, settings)
-            planned_wanted = tuple(wanted_state[i].values())
+            state = wanted_state[i]
+            if state is None:
+                state = wanted_state[i] = {}
+            _apply_request(seen, parts, state, topics, interned, settings)
+            planned_wanted = tuple(state.values())
             if planned_wanted == last_wanted[i]:   # identical objects: compared by identity, in C
                 planned_wanted = last_wanted[i]    # one tuple while the set is unchanged (ClientModel reuses it)
             last_wanted[i] = planned_wanted
@@ -536,6 +567,7 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
                             _set(f, "reads", _NO_READS)
                 logs.clear()
                 last_reads.clear()
+        groups[i][j] = None     # (its step is planned now)
         if with_reads is not True:
             planned[i][j] = _planned_fetch(seen, ms, wanted, _NO_READS, records_bytes)
             continue
@@ -547,37 +579,30 @@ def build_plan(exchanges: Iterable[Exchange | OrphanResponse], spill: BinaryIO |
                                             ReadResults() if previous is None else previous)
         planned[i][j] = _planned_fetch(seen, ms, wanted, reads, records_bytes)
 
+    # What the walk needed goes before the timeline is made (a storm's order alone: 150,000 tuples, 15 MB)
+    del order, applied, applied_early, wanted_state, last_wanted, last_reads, logs
     # The timeline in time order: each event's sort key (request or response time in microseconds, then a
     # response after its own request at equal times, the event's time in ms, its phase, stream and step) packed
     # into one int, every part below its radix, so that ints order as the key tuples would. A list of ints sorts
     # faster than one of tuples and takes a third of the memory (a storm's 300,000 events: 15 MB, not 52).
-    steps = max(len(g) for g in groups)
-    count = steps * len(groups)     # radix of (stream, step)
+    del groups
+    steps = max(len(fetches) for fetches in planned)
+    count = steps * len(planned)    # radix of (stream, step)
     ms_radix = ms(end_ts) + 1       # every t_ms and response_t_ms is in 0..ms(end_ts)
     keys: list[int] = []
     add = keys.append
-    for i, (group, fetches) in enumerate(zip(groups, planned)):
-        first = group[0]
-        stream = ClientStream(
-            index=i,
-            client=first.client,
-            broker=first.broker,
-            client_id=next((e.client_id for e in group if e.client_id), None),
-            behaviour=classify(group),
-            is_follower=any((e.replica_id or -1) >= 0 for e in group),
-            fetches=fetches,
-        )
-        streams.append(stream)
+    for i, fetches in enumerate(planned):
         base = i * steps
-        for j, (f, e) in enumerate(zip(stream.fetches, group)):
-            t_req = _us(cast(float, e.ts) - start_ts)
+        first_step = at[i]
+        for j, f in enumerate(fetches):
+            t_req = us_request[first_step + j]
             add((((t_req * 3 + 1) * ms_radix + f.t_ms) * 2 + REQUEST) * count + base + j)
-            if e.response_ts is not None:
-                t_resp = _us(e.response_ts - start_ts)
+            t_resp = us_response[first_step + j]
+            if t_resp is not None:
                 # A response never precedes its own request, even when both fall in the same microsecond.
                 add((((t_resp * 3) * ms_radix + cast(int, f.response_t_ms)) * 2 + RESPONSE) * count + base + j
                     if t_resp > t_req else (((t_req * 3 + 2) * ms_radix + f.t_ms) * 2 + RESPONSE) * count + base + j)
-    del groups, by_stream
+    del at, us_request, us_response
     keys.sort()
     timeline = Timeline()
     event = timeline.append
@@ -688,6 +713,25 @@ class LaterReads:
         one is asked for wait in a buffer). ``mine``: per stream, whether the caller will ask for its steps (a
         simulation of some brokers only); the walk skips the others."""
         return _ReadsWalk(self, streams, mine).take
+
+    def each(self, streams: list[ClientStream]) -> Iterator[tuple[int, int, ReadResults]]:
+        """(stream index, step index, reads) of every step, in response order, each made as it is reached and
+        let go by the walk once the stream's next step is made."""
+        take = self.reader(streams)
+        for step in self.order:
+            i, j = step >> 32, step & 0xFFFFFFFF
+            yield i, j, take(i, j)
+
+
+def every_read(plan: ReplayPlan) -> Iterator[tuple[int, int, dict[TopicIdPartition, PartitionResult]]]:
+    """(stream index, step index, reads) of every step of the plan: its held reads, stream by stream, or those
+    of a plan built with_reads=LATER made again one at a time (in response order)."""
+    if plan.later_reads is not None:
+        yield from plan.later_reads.each(plan.streams)
+        return
+    for s in plan.streams:
+        for j, f in enumerate(s.fetches):
+            yield s.index, j, f.reads
 
 
 class _ReadsWalk:

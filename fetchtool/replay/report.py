@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import islice
 
 from rich.console import Console
 
@@ -127,32 +128,37 @@ def replay_json(run, captured: CapturedCounts) -> dict:
     partition_errors: Counter[int] = Counter()
     for r in run.streams:
         partition_errors.update(r.partition_errors)
-    captured_partitions = captured_partition_errors(run.plan)
+    captured_partitions = captured_partition_errors(run)
+    none: Counter[int] = Counter()
+    streams = run.streams
+
+    def client(n: int) -> dict:
+        # made as the report is written (jsonout.Rows): a storm's 100,000 rows as dicts took 150 MB
+        r = streams[n]
+        return {
+            "client": r.stream.client,
+            "client_id": r.stream.client_id,
+            "broker": r.stream.broker,
+            "behaviour": r.stream.behaviour,
+            **r.tally.to_json(),
+            "sessions_established": r.tally.sessions_created,
+            "rtt_ms": {"p50": percentile(r.rtts_ms, 0.5), "p99": percentile(r.rtts_ms, 0.99)},
+            "timeouts": r.timeouts,
+            "partition_errors": _codes_json(r.partition_errors),
+            "session_ids": {str(c): live for c, live in r.session_ids.items()},
+            "problem": r.problem,
+            "captured": {**captured.streams[r.stream.index].to_json(),
+                         "partition_errors": _codes_json(captured_partitions.get(r.stream.index, none))},
+        }
+
     return {
         "target": run.target,
         "totals": {**totals.to_json(), "responses": totals.responses,
                    "rtt_ms": {"p50": percentile(rtts, 0.5), "p99": percentile(rtts, 0.99)},
                    "timeouts": sum(r.timeouts for r in run.streams), "partition_errors": _codes_json(partition_errors)},
         "captured": {**captured.totals.to_json(),
-                     "partition_errors": _codes_json(sum(captured_partitions, Counter()))},
-        "clients": [
-            {
-                "client": r.stream.client,
-                "client_id": r.stream.client_id,
-                "broker": r.stream.broker,
-                "behaviour": r.stream.behaviour,
-                **r.tally.to_json(),
-                "sessions_established": r.tally.sessions_created,
-                "rtt_ms": {"p50": percentile(r.rtts_ms, 0.5), "p99": percentile(r.rtts_ms, 0.99)},
-                "timeouts": r.timeouts,
-                "partition_errors": _codes_json(r.partition_errors),
-                "session_ids": {str(c): live for c, live in r.session_ids.items()},
-                "problem": r.problem,
-                "captured": {**captured.streams[r.stream.index].to_json(),
-                             "partition_errors": _codes_json(captured_partitions[r.stream.index])},
-            }
-            for r in run.streams
-        ],
+                     "partition_errors": _codes_json(sum(captured_partitions.values(), Counter()))},
+        "clients": Rows(len(run.streams), client),
         "divergence": divergence(run, captured.streams),
         "notes": [*run.notes, *byte_notes(run, totals, captured.totals)],
         "speed": "as-fast-as-possible" if run.options.as_fast else run.options.speed,
@@ -185,9 +191,14 @@ def byte_notes(run, replayed: Tally, captured: Tally) -> list[str]:
     return notes
 
 
-def captured_partition_errors(plan: ReplayPlan) -> list[Counter]:
-    """Per stream: the partition-level error codes the capture's responses carried (the plan's reads)."""
-    return [Counter(r.error_code for f in s.fetches for r in f.reads.values() if r.error_code) for s in plan.streams]
+def captured_partition_errors(run) -> dict[int, Counter]:
+    """Per stream index with any: the partition-level error codes the capture's responses carried (the plan's
+    reads, walked once by the replay: ReplayRun.captured_partition_errors)."""
+    if run.captured_partition_errors is None:
+        from fetchtool.replay.driver import captured_log
+
+        run.captured_partition_errors = captured_log(run.plan).partition_errors
+    return run.captured_partition_errors
 
 
 def _codes_json(errors: Counter) -> dict:
@@ -213,7 +224,7 @@ def print_replay(console: Console, run, captured: CapturedCounts) -> None:
     rows = [(f"{c['client']} ({one_line(c['client_id'])})" if c["client_id"] else c["client"], c["broker"], c["behaviour"],
              f"{c['requests']:,}", f"{c['responses']:,}", f"{c['sessions_established']:,}", _codes(c["errors"]),
              _codes(c["captured"]["errors"]), f"{_ms(c['rtt_ms']['p50'])}/{_ms(c['rtt_ms']['p99'])}")
-            for c in doc["clients"][:30]]
+            for c in islice(doc["clients"], 30)]
     console.print(Fit("Clients", cols, rows))
     if doc["divergence"]:
         cols = tuple(Col(c) for c in ("client", "broker", "error", "captured", "replay", "where"))
