@@ -157,6 +157,11 @@ class ClientStream:
     def host(self) -> str:
         return self.client.rsplit(":", 1)[0]
 
+    def identity(self) -> dict:
+        """The fields that name the stream in a JSON report."""
+        return {"client": self.client, "client_id": self.client_id, "broker": self.broker,
+                "behaviour": self.behaviour}
+
 
 class Timeline:
     """The plan's events in time order, each read as (t_ms, phase, stream index, step index): two int arrays,
@@ -261,10 +266,7 @@ class ReplayPlan:
         def stream_row(n: int) -> dict:
             s = streams[n]
             return {
-                "client": s.client,
-                "client_id": s.client_id,
-                "broker": s.broker,
-                "behaviour": s.behaviour,
+                **s.identity(),
                 "follower": s.is_follower,
                 "requests": len(s.fetches),
                 "partitions": len(s.fetches[-1].wanted) if s.fetches else 0,

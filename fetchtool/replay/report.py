@@ -30,10 +30,7 @@ def simulate_json(plan: ReplayPlan, captured: CapturedCounts, results: list[SimR
         def client(n: int) -> dict:
             s = streams[n]
             return {
-                "client": s.client,
-                "client_id": s.client_id,
-                "broker": s.broker,
-                "behaviour": s.behaviour,
+                **s.identity(),
                 **r.streams[s.index].to_json(),
                 "evictions_caused": r.evicted_by.get(s.index, 0),
                 "captured": captured.streams[s.index].to_json(),
