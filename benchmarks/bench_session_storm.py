@@ -34,6 +34,11 @@ COMMANDS = (
     ("sessions --format json", ["sessions", "--format", "json"]),
     ("savings --format json", ["savings", "--format", "json"]),
     ("savings (terminal)", ["savings"]),
+    ("savings --format jsonl", ["savings", "--format", "jsonl"]),
+    ("savings --format markdown", ["savings", "--format", "markdown"]),
+    ("sessions --format markdown", ["sessions", "--format", "markdown"]),
+    ("decode --format jsonl", ["decode", "--format", "jsonl"]),
+    ("decode --format table", ["decode", "--format", "table"]),
 )
 # the installed command, as a user runs it; next to this Python when its environment is not on PATH
 FETCHTOOL = shutil.which("fetchtool") or str(Path(sys.executable).with_name("fetchtool"))
