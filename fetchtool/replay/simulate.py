@@ -152,7 +152,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
     tallies = cast(list[Tally], [Tally() if m else None for m in mine])
     owners: dict[tuple[str, int], int] = {}  # (broker, live session id) -> stream index
     evicted_by: Counter = Counter()
-    pending: dict[tuple[int, int], tuple] = {}
+    pending: dict[int, tuple] = {}   # (i << 31 | j) -> the context of fetch j of stream i, awaiting its response
     # Per stream, what the loop needs of it, looked up once (one bound method per broker, shared).
     fetches = [s.fetches for s in streams]
     broker_context = {broker: manager.new_context for broker, manager in managers.items()}
@@ -213,7 +213,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
             break
         assert model is not None    # (made at the stream's first event, which comes before any it defers)
         if phase == RESPONSE:
-            ctx, sent, forgot = pending.pop((i, j))
+            ctx, sent, forgot = pending.pop(i << 31 | j)
             fetch = fetches[i][j]
             delivered = True
             busy[i] = -1
@@ -242,7 +242,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
             metadata, fetch_data, to_forget = parts
             ctx = new_context[i](t_ms, fetch.version, metadata, follower[i], fetch_data, to_forget, topic_names)
             if fetch.response_t_ms is not None:
-                pending[(i, j)] = (ctx, len(fetch_data), len(to_forget))
+                pending[i << 31 | j] = (ctx, len(fetch_data), len(to_forget))
                 busy[i] = fetch.response_t_ms
                 continue
             sent, forgot = len(fetch_data), len(to_forget)
@@ -278,8 +278,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                 rng.hint = 0
             else:
                 outcome = ctx.update_and_generate_response(t_ms, reads)
-        err = outcome.error_code
-        session_id = outcome.session_id
+        err, session_id, throttled, parts = outcome
         if kind == "full" and session_id:
             tally.sessions_created += 1
             broker = streams[i].broker
@@ -306,7 +305,6 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
             tally.errors[err] += 1
         elif kind == "incremental":
             tally.incremental += 1
-        parts = outcome.partitions
         records = 0
         for _k, r in parts:
             records += r.records_size
@@ -317,7 +315,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                                + records - (fetch.records_bytes or 0))
             if response_bytes > 0:
                 tally.response_bytes += response_bytes
-        model.response(v, err, session_id, outcome.throttle_time_ms, parts)
+        model.response(v, err, session_id, throttled, parts)
 
     # Every planned fetch is requested once; each is answered (at its captured response time, or at once when
     # the capture has no response) unless the client never got the answer.
