@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 ZERO_UUID = uuid.UUID(int=0)
