@@ -3,52 +3,48 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 ZERO_UUID = uuid.UUID(int=0)
 
 _set = object.__setattr__   # see metadata.py: the hot frozen classes assign their fields with a pre-bound setter
-_tuple_new = tuple.__new__
-_KEY = object()   # see TopicIdPartition
 
 
-class TopicIdPartition(tuple):
+@dataclass(frozen=True, slots=True, eq=False)
+class TopicIdPartition:
     """The broker's session key, with Kafka's ``CachedPartition`` equality.
 
     Equal by (topic_id, partition) when topic_id is non-zero (v13+: the name may still be unknown, None),
     otherwise by (topic, partition) (v12 and older: every id is zero). Kafka's own equals is asymmetric for a
     zero-id vs non-zero-id pair; with different hashes such a pair never meets in a map, so a symmetric key is
-    equivalent.
-
-    The tuple holds that identity, (topic id as an int, partition, _KEY) or (topic, partition, _KEY), so that
-    hashing and equality run in C: sessions look their partitions up by these keys several times per exchange.
-    The private third item keeps a key from ever equalling a plain tuple or a TopicPartition. The fields are
-    attributes, immutable as before.
+    equivalent. The key is computed once because sessions look partitions up on every request.
     """
 
     topic_id: uuid.UUID
     topic: str | None
     partition: int
+    _key: tuple = field(init=False, repr=False, compare=False)
+    _hash: int = field(init=False, repr=False, compare=False)
 
-    def __new__(cls, topic_id: uuid.UUID, topic: str | None, partition: int) -> TopicIdPartition:
-        tid = topic_id.int
-        self = _tuple_new(cls, (tid, partition, _KEY) if tid else (topic, partition, _KEY))
+    def __init__(self, topic_id: uuid.UUID, topic: str | None, partition: int) -> None:
         _set(self, "topic_id", topic_id)
         _set(self, "topic", topic)
         _set(self, "partition", partition)
-        return self
+        tid = topic_id.int
+        key = (tid, partition) if tid else (topic, partition)
+        _set(self, "_key", key)
+        _set(self, "_hash", hash(key))
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"TopicIdPartition is immutable (cannot set {name})")
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if isinstance(other, TopicIdPartition):
+            return self._key == other._key
+        return NotImplemented
 
-    __delattr__ = __setattr__   # type: ignore[assignment]
-
-    def __reduce__(self) -> tuple:
-        return TopicIdPartition, (self.topic_id, self.topic, self.partition)
-
-    def __repr__(self) -> str:
-        return f"TopicIdPartition(topic_id={self.topic_id!r}, topic={self.topic!r}, partition={self.partition!r})"
+    def __hash__(self) -> int:
+        return self._hash
 
     def __str__(self) -> str:
         return f"{self.topic_id}:{self.topic}-{self.partition}"
