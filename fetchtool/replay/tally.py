@@ -10,6 +10,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import overload
 
 from fetchtool.replay.plan import ReplayPlan
@@ -60,6 +61,7 @@ class Tally:
 
 _COUNTS = ("requests", "responses", "sessions_created", "evictions", "incremental", "request_bytes",
            "response_bytes", "records_bytes")   # every Tally field but errors
+_COUNTS_OF = attrgetter(*_COUNTS)
 _WIDER = {"b": "h", "h": "i", "i": "q"}     # array type codes: int8, int16, int32, int64
 
 
@@ -109,8 +111,11 @@ class StreamTallies(Sequence[Tally]):
     def put(self, i: int, tally: Tally) -> None:
         """Store stream ``i``'s tally (its counters replace what was stored)."""
         columns = self._columns
-        for name in _COUNTS:
-            _store(columns, name, i, getattr(tally, name))
+        for name, value in zip(_COUNTS, _COUNTS_OF(tally)):
+            try:
+                columns[name][i] = value
+            except OverflowError:
+                _store(columns, name, i, value)
         if tally.errors:
             self._errors[i] = Counter(tally.errors)    # (a copy: merge adds to it)
         else:
@@ -130,6 +135,24 @@ class StreamTallies(Sequence[Tally]):
             else:
                 mine.update(errors)
 
+    def totals_by(self, groups: list[str]) -> tuple[Tally, dict[str, Tally]]:
+        """The sum of every stream's tally, and the sums by group (``groups``: each stream's, by index), summed
+        column by column rather than through a Tally per stream."""
+        members: dict[str, list[int]] = {}
+        for i, group in enumerate(groups):
+            members.setdefault(group, []).append(i)
+        totals = Tally()
+        out: dict[str, Tally] = {}
+        for group, indices in members.items():
+            tally = out[group] = Tally()
+            for name, column in self._columns.items():
+                setattr(tally, name, sum(map(column.__getitem__, indices)))
+        for i, errors in self._errors.items():
+            out[groups[i]].errors.update(errors)
+        for tally in out.values():
+            totals.add(tally)
+        return totals, out
+
     def __len__(self) -> int:
         return len(self._columns["requests"])
 
@@ -142,10 +165,11 @@ class StreamTallies(Sequence[Tally]):
     def __getitem__(self, i: int | slice) -> Tally | list[Tally]:
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
-        columns = self._columns
+        c = self._columns
         errors = self._errors.get(i if i >= 0 else i + len(self))
-        return Tally(**{name: columns[name][i] for name in _COUNTS},
-                     errors=Counter() if errors is None else Counter(errors))
+        return Tally(c["requests"][i], c["responses"][i], c["sessions_created"][i], c["evictions"][i],
+                     Counter() if errors is None else Counter(errors), c["incremental"][i], c["request_bytes"][i],
+                     c["response_bytes"][i], c["records_bytes"][i])
 
     def __iter__(self) -> Iterator[Tally]:
         for i in range(len(self)):
@@ -191,6 +215,8 @@ class CapturedCounts:
 
 def totals_by_broker(plan: ReplayPlan, streams: Sequence[Tally]) -> tuple[Tally, dict[str, Tally]]:
     """The sum of every stream's tally, and the sums per broker (``streams`` by stream index)."""
+    if isinstance(streams, StreamTallies):
+        return streams.totals_by([s.broker for s in plan.streams])
     totals = Tally()
     brokers: dict[str, Tally] = {}
     for stream, tally in zip(plan.streams, streams):

@@ -77,3 +77,19 @@ def test_evictions_caused_read_like_the_counter_they_replace(adds, more):
     assert sorted(packed.items()) == sorted(counter.items())
     for i in range(-1, 31):
         assert packed.get(i, 0) == counter.get(i, 0) and packed[i] == counter[i] and (i in packed) == (i in counter)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abc"), _tally), min_size=1, max_size=12))
+def test_totals_by_group_summed_by_column_are_the_sums_of_the_tallies(streams):
+    packed = StreamTallies(len(streams))
+    for i, (_, t) in enumerate(streams):
+        packed.put(i, t)
+    totals, groups = packed.totals_by([g for g, _ in streams])
+    expected_totals, expected_groups = Tally(), {}
+    for g, t in streams:
+        expected_groups.setdefault(g, Tally()).add(t)
+        expected_totals.add(t)
+    assert totals.to_json() == expected_totals.to_json()
+    assert list(groups) == list(expected_groups)
+    assert {g: t.to_json() for g, t in groups.items()} == {g: t.to_json() for g, t in expected_groups.items()}
