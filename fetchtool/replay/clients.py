@@ -50,7 +50,7 @@ class ClientModel:
     broker; simulate gives one model to all of a client's linked connections, plan.link_reconnects)."""
 
     __slots__ = ("behaviour", "mode", "handler", "keys", "tps", "last_full", "interned", "_drives", "_wanted",
-                 "_data", "_summary")
+                 "_data", "_summary", "_order_free")
 
     def __init__(self, behaviour: str, mode: str = AS_CAPTURED,
                  interned: dict[tuple, tuple[TopicPartition, TopicIdPartition]] | None = None) -> None:
@@ -72,6 +72,7 @@ class ClientModel:
         # keyed by TopicIdPartition for a full or sessionless client, by TopicPartition for the session handler
         self._data: dict[Any, PartitionData] = {}
         self._summary: tuple | None = None
+        self._order_free = False   # whether ``_summary`` is the same for ``_data`` in any order
 
     def request(self, fetch: PlannedFetch) -> FetchPlanRequest:
         return FetchPlanRequest(*self.request_parts(fetch))
@@ -94,11 +95,18 @@ class ClientModel:
             # The capture closed: Kafka's consumer closes whatever session its handler holds, (id, -1), or sends
             # (0, -1) when it holds none; the simulated handler may hold one the captured client did not.
             self.handler.notify_close()
+        handler = self.handler
         if wanted is not self._wanted or self._summary is None:
             self._wanted = wanted
-            self._data = pairs = {w.tp: w.data for w in wanted}
-            self._summary = topic_id_summary(pairs.items())
-        handler = self.handler
+            pairs = {w.tp: w.data for w in wanted}
+            # The same partitions in another order (the plan moves one a request re-sent unchanged to the end) have
+            # the same summary, unless a topic id goes by two names (the first name wins).
+            if not (self._order_free and self._summary is not None and pairs == self._data):
+                self._summary = summary = topic_id_summary(pairs.items())
+                names = summary[0]
+                self._order_free = not names or len(names) == len(
+                    {(d.topic_id, tp.topic) for tp, d in pairs.items() if d.topic_id.int})
+            self._data = pairs
         md = handler.unchanged_request(self._data, self._summary)
         if md is not None:       # nothing to send or forget (most fetches of a steady consumer)
             self.last_full = False
@@ -134,12 +142,13 @@ class ClientModel:
             return
         if partitions:
             tps = self.tps
-            out = []
-            for k, _ in partitions:
-                tp = tps.get(k)
-                if tp is None:
-                    tp = tps[k] = TopicPartition(k.topic or str(k.topic_id), k.partition)
-                out.append(tp)
+            try:
+                out = [tps[k] for k, _ in partitions]
+            except KeyError:    # a partition first seen in a response
+                for k, _ in partitions:
+                    if k not in tps:
+                        tps[k] = TopicPartition(k.topic or str(k.topic_id), k.partition)
+                out = [tps[k] for k, _ in partitions]
             ids = {k.topic_id for k, _ in partitions if k.topic_id.int} if version >= 13 else set()
         else:
             out, ids = [], set()

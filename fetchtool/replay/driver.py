@@ -23,7 +23,7 @@ import math
 import time
 from array import array
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -567,7 +567,7 @@ def percentile(values: list[float], q: float) -> float | None:
     return round(ordered[k], 3)
 
 
-def divergence(run: ReplayRun, captured: list[Tally]) -> list[dict]:
+def divergence(run: ReplayRun, captured: Sequence[Tally]) -> list[dict]:
     """Errors the capture had that the replay did not, and the reverse, per client stream and error code."""
     out = []
     for r in run.streams:

@@ -22,13 +22,13 @@ import random
 import threading
 from array import array
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, cast
 
 from fetchtool.analysis.savings.sizes import VersionSizes, version_sizes
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel, answer_reached_client
 from fetchtool.replay.plan import REQUEST, RESPONSE, ReplayPlan
-from fetchtool.replay.tally import Tally, totals_by_broker
+from fetchtool.replay.tally import StreamCounts, StreamTallies, Tally, totals_by_broker
 from fetchtool.sessions.cache import (DEFAULT_EVICTION_MS, DEFAULT_MAX_SLOTS, DEFAULT_SHARDS, FetchSessionCache,
                                       SessionEvicted)
 from fetchtool.sessions.manager import FetchContext, FetchManager
@@ -57,8 +57,8 @@ class SimResult:
     config: SimConfig
     totals: Tally
     brokers: dict[str, Tally]
-    streams: list[Tally]  # by stream index
-    evicted_by: Counter = field(default_factory=Counter)  # stream index -> evictions it caused
+    streams: StreamTallies  # by stream index
+    evicted_by: StreamCounts  # stream index -> evictions it caused (the streams that caused any are its keys)
 
 
 class CapturedSessionIds(random.Random):
@@ -113,7 +113,7 @@ class _Sizes(dict):
 
 def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
               brokers: frozenset[str] | None = None) -> _Part:
-    """Simulate the streams of ``brokers`` (None: all); the other streams are left out (their tallies None)."""
+    """Simulate the streams of ``brokers`` (None: all); the other streams are left out (their tallies zero)."""
     # One session-id source per broker, each seeded alike: a broker's draws do not depend on the other brokers'
     # traffic, which is what lets brokers be simulated apart and merged.
     managers: dict[str, FetchManager] = {}
@@ -133,34 +133,34 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
     # of the same client (plan.link_reconnects) goes on with that connection's model. A model is made at its
     # client's first event and let go after its last: a storm of 100,000 connections holds the models of the
     # connections open at once, not of all of them.
-    root = array("q", [_first_connection(streams, s.index) for s in streams])
+    # (Stream and event indices as int32, 4 bytes a stream: 2**31 events would not fit in memory as a plan.)
+    root = array("i", (_first_connection(streams, s.index) for s in streams))
     timeline = plan.timeline
-    stream_last = array("q", bytes(8 * len(streams)))    # per stream: its last timeline event
+    stream_last = array("i", bytes(4 * len(streams)))    # per stream: its last timeline event
     for n, packed in enumerate(timeline.packed):
         stream_last[packed >> 32] = n
-    chain_last = array("q", bytes(8 * len(streams)))     # per first connection: its client's last event
+    chain_last = array("i", bytes(4 * len(streams)))     # per first connection: its client's last event
     for i, n in enumerate(stream_last):
         if n > chain_last[root[i]]:
             chain_last[root[i]] = n
-    ends = array("q", sorted(n + 1 for n in stream_last))   # events (counted from 1) that end a stream
+    ends = array("i", sorted(n + 1 for n in stream_last))   # events (counted from 1) that end a stream
     ends.append(-1)
     models: list[ClientModel | None] = [None] * len(streams)   # per stream, from its first event to its last
     chain_models: dict[int, ClientModel] = {}   # first connection's stream index -> the client's model
-    behaviour = [s.behaviour for s in streams]
     keys = plan.keys
-    # Per stream: None for a stream out of scope, which the loop skips before it reads any of these.
-    tallies = cast(list[Tally], [Tally() if m else None for m in mine])
+    # Per stream: its Tally from its first event to its last (then packed into ``ended``, as its model goes), None
+    # before and after, and for a stream out of scope.
+    tallies: list[Tally | None] = [None] * len(streams)
+    ended = StreamTallies(len(streams))
     owners: dict[tuple[str, int], int] = {}  # (broker, live session id) -> stream index
-    evicted_by: Counter = Counter()
-    pending: dict[tuple[int, int], tuple] = {}
+    evicted_by = StreamCounts(len(streams))
+    pending: dict[int, tuple] = {}   # (i << 31 | j) -> the context of fetch j of stream i, awaiting its response
     # Per stream, what the loop needs of it, looked up once (one bound method per broker, shared).
     fetches = [s.fetches for s in streams]
     broker_context = {broker: manager.new_context for broker, manager in managers.items()}
     new_context = cast(list[Callable[..., FetchContext]], [broker_context.get(s.broker) for s in streams])
     reconnected = {s.index for s in streams if s.follows is not None}
     lost = [0] * len(streams)   # per stream: answers the client never got
-    follower = [s.is_follower for s in streams]
-    stream_rng = cast(list[CapturedSessionIds], [rngs.get(s.broker) for s in streams])
     sizes = _Sizes()
     every = all(mine)
     # A plan that makes its reads as they are needed (built with_reads=LATER) gives each step's at its response.
@@ -188,6 +188,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
         elif at < events:
             if done >= 0:
                 models[done] = None
+                _pack(ended, done, tallies, fetches, lost)
                 first = root[done]
                 if chain_last[first] == stream_last[done]:
                     chain_models.pop(first, None)   # (none for a stream of a broker left out)
@@ -207,13 +208,14 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                 first = root[i]
                 model = chain_models.get(first)
                 if model is None:
-                    model = chain_models[first] = ClientModel(behaviour[first], sessions, interned=keys)
+                    model = chain_models[first] = ClientModel(streams[first].behaviour, sessions, interned=keys)
                 models[i] = model
+                tallies[i] = Tally()
         else:
             break
         assert model is not None    # (made at the stream's first event, which comes before any it defers)
         if phase == RESPONSE:
-            ctx, sent, forgot = pending.pop((i, j))
+            ctx, sent, forgot = pending.pop(i << 31 | j)
             fetch = fetches[i][j]
             delivered = True
             busy[i] = -1
@@ -240,9 +242,10 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                     del waiting[i]
                 fetch = fetches[i][j]
             metadata, fetch_data, to_forget = parts
-            ctx = new_context[i](t_ms, fetch.version, metadata, follower[i], fetch_data, to_forget, topic_names)
+            ctx = new_context[i](t_ms, fetch.version, metadata, streams[i].is_follower, fetch_data, to_forget,
+                                 topic_names)
             if fetch.response_t_ms is not None:
-                pending[(i, j)] = (ctx, len(fetch_data), len(to_forget))
+                pending[i << 31 | j] = (ctx, len(fetch_data), len(to_forget))
                 busy[i] = fetch.response_t_ms
                 continue
             sent, forgot = len(fetch_data), len(to_forget)
@@ -256,7 +259,7 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
         # are given as they are; an incremental context looks each session partition up in them, so the
         # (possibly larger) reads can be given whole. Only the response order can differ from a read in session
         # order, and no count the simulation reports depends on it.
-        tally = tallies[i]
+        tally = cast(Tally, tallies[i])   # (made at the stream's first event)
         kind = ctx.kind
         throttle = fetch.throttle_time_ms
         reads = fetch.reads if take is None else take(i, j)
@@ -272,14 +275,13 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
             if len(reads) != sent:
                 reads = {k: reads.get(k, _NO_DATA) for k, _ in ctx.partitions()}
             if kind == "full":
-                rng = stream_rng[i]
+                rng = rngs[streams[i].broker]
                 rng.hint = (fetch.response_session_id or 0) if fetch.epoch == 0 and not fetch.error_code else 0
                 outcome = ctx.update_and_generate_response(t_ms, reads)
                 rng.hint = 0
             else:
                 outcome = ctx.update_and_generate_response(t_ms, reads)
-        err = outcome.error_code
-        session_id = outcome.session_id
+        err, session_id, throttled, parts = outcome
         if kind == "full" and session_id:
             tally.sessions_created += 1
             broker = streams[i].broker
@@ -287,10 +289,13 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
             for ev in caches[broker].drain_events():
                 if isinstance(ev, SessionEvicted):
                     victim = owners.pop((broker, ev.session_id), None)
-                    owner = tallies[victim] if victim is not None else None
-                    if owner is not None:   # a session of a stream this scope simulates
-                        owner.evictions += 1
-                    evicted_by[i] += 1
+                    if victim is not None:   # a session of a stream this scope simulates
+                        owner = tallies[victim]
+                        if owner is not None:
+                            owner.evictions += 1
+                        else:   # (the stream has ended, its session lived on)
+                            ended.add_to(victim, "evictions", 1)
+                    evicted_by.add(i)
         v = fetch.version
         vs = sizes[v]
         request_bytes = ((fetch.request_bytes or 0) + (sent - fetch.sent) * vs.req_partition
@@ -306,7 +311,6 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
             tally.errors[err] += 1
         elif kind == "incremental":
             tally.incremental += 1
-        parts = outcome.partitions
         records = 0
         for _k, r in parts:
             records += r.records_size
@@ -317,15 +321,24 @@ def _simulate(plan: ReplayPlan, config: SimConfig, sessions: str, seed: int,
                                + records - (fetch.records_bytes or 0))
             if response_bytes > 0:
                 tally.response_bytes += response_bytes
-        model.response(v, err, session_id, outcome.throttle_time_ms, parts)
+        model.response(v, err, session_id, throttled, parts)
 
-    # Every planned fetch is requested once; each is answered (at its captured response time, or at once when
-    # the capture has no response) unless the client never got the answer.
-    for tally, stream_fetches, stream_lost in zip(tallies, fetches, lost):
-        if tally is not None:
-            tally.requests = len(stream_fetches)
-            tally.responses = len(stream_fetches) - stream_lost
-    return tallies, evicted_by
+    for i, left in enumerate(tallies):   # the streams whose end the loop did not reach
+        if left is not None:
+            _pack(ended, i, tallies, fetches, lost)
+    return ended, evicted_by
+
+
+def _pack(ended: StreamTallies, i: int, tallies: list[Tally | None], fetches: list, lost: list[int]) -> None:
+    """Stream ``i`` has ended: every planned fetch was requested once, and answered (at its captured response
+    time, or at once when the capture has no response) unless the client never got the answer; its tally goes
+    into ``ended``."""
+    tally = tallies[i]
+    if tally is not None:   # (None: a stream of a broker left out)
+        tally.requests = len(fetches[i])
+        tally.responses = len(fetches[i]) - lost[i]
+        ended.put(i, tally)
+        tallies[i] = None
 
 
 _READ = -1   # a timeline phase of simulate's own: the broker reads a request that waited (see _simulate)
@@ -338,18 +351,15 @@ def _first_connection(streams, i: int) -> int:
     return i
 
 
-_Part = tuple  # (tallies by stream index, None for streams left out; evictions caused by stream index)
+_Part = tuple  # (StreamTallies, zero for the streams left out; StreamCounts of the evictions caused)
 
 
 def _merge(plan: ReplayPlan, config: SimConfig, parts: list[_Part]) -> SimResult:
     """One result from runs over disjoint sets of brokers (each stream's tally comes from the run that had it)."""
-    tallies: list[Tally] = [None] * len(plan.streams)  # type: ignore[list-item]
-    evicted_by: Counter = Counter()
-    for part_tallies, part_evicted in parts:
-        for i, tally in enumerate(part_tallies):
-            if tally is not None:
-                tallies[i] = tally
-        evicted_by.update(part_evicted)
+    tallies, evicted_by = parts[0]
+    for part_tallies, part_evicted in parts[1:]:
+        tallies.merge(part_tallies)     # (each stream is counted in one part only, zero in the others)
+        evicted_by.merge(part_evicted)
     return SimResult(config, *totals_by_broker(plan, tallies), tallies, evicted_by)
 
 

@@ -109,10 +109,6 @@ def to_positive(n: int) -> int:
     return n & 0x7FFFFFFF
 
 
-def _wrap_int32(n: int) -> int:
-    return ((n + 2**31) & 0xFFFFFFFF) - 2**31
-
-
 # ---------------------------------------------------------------------------------------------- shard
 class FetchSessionCacheShard:
     """One shard: at most ``max_entries`` sessions with ids in [max(1, shard_num*range), (shard_num+1)*range)."""
@@ -371,9 +367,10 @@ class FetchSessionCache:
 
     def get_next_cache_shard(self) -> FetchSessionCacheShard:
         """Round robin: toPositive(counter.getAndIncrement()) % shards, with 32-bit wrap-around."""
-        n = to_positive(self.counter) % len(self.shards)
-        self.counter = _wrap_int32(self.counter + 1)
-        return self.shards[n]
+        counter = self.counter     # (to_positive and _wrap_int32 inlined: every full fetch comes here)
+        shards = self.shards
+        self.counter = counter + 1 if counter != MAX_INT else -MAX_INT - 1
+        return shards[(counter & 0x7FFFFFFF) % len(shards)]
 
     # -- sessions
     def get(self, session_id: int) -> FetchSession | None:

@@ -8,8 +8,7 @@ exactly the partitions the wire response carries, in order.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, NamedTuple
 
 from . import errors
 from .cache import FetchSessionCache
@@ -20,25 +19,22 @@ from .session import CachedPartition, FetchSession
 TOPIC_IDS_MIN_VERSION = 13   # Fetch v13 replaced topic names by topic ids
 
 
-@dataclass(frozen=True, slots=True)
-class FetchOutcome:
-    """A generated Fetch response: top-level error, SessionId, ThrottleTimeMs and its partitions in order."""
+class FetchOutcome(NamedTuple):
+    """A generated Fetch response: top-level error, SessionId, ThrottleTimeMs and its partitions in order.
+
+    A NamedTuple (immutable, equal field by field) so that the hot contexts make one in C, with
+    ``_tuple_new(FetchOutcome, (...))``: a simulation makes one per exchange."""
 
     error_code: int
     session_id: int
     throttle_time_ms: int
     partitions: tuple[tuple[TopicIdPartition, PartitionResult], ...]
 
-    def __init__(self, error_code: int, session_id: int, throttle_time_ms: int,
-                 partitions: tuple[tuple[TopicIdPartition, PartitionResult], ...]) -> None:
-        _set(self, "error_code", error_code)       # see metadata.py
-        _set(self, "session_id", session_id)
-        _set(self, "throttle_time_ms", throttle_time_ms)
-        _set(self, "partitions", partitions)
-
 
 _EMPTY: tuple = ()
-_set = object.__setattr__
+_tuple_new = tuple.__new__
+
+
 
 
 class FetchContext:
@@ -82,7 +78,7 @@ class SessionErrorContext(FetchContext):
         self.error_code = error_code
 
     def update_and_generate_response(self, now_ms, results) -> FetchOutcome:
-        return FetchOutcome(self.error_code, INVALID_SESSION_ID, 0, _EMPTY)
+        return _tuple_new(FetchOutcome, (self.error_code, INVALID_SESSION_ID, 0, _EMPTY))
 
     def response_size_partitions(self, results) -> list[TopicIdPartition]:
         return []
@@ -154,7 +150,7 @@ class SessionlessFetchContext(_RequestedPartitionsContext):
         self.fetch_data = fetch_data
 
     def update_and_generate_response(self, now_ms, results) -> FetchOutcome:
-        return FetchOutcome(errors.NONE, INVALID_SESSION_ID, 0, tuple(results.items()))
+        return _tuple_new(FetchOutcome, (errors.NONE, INVALID_SESSION_ID, 0, tuple(results.items())))
 
 
 class FullFetchContext(_RequestedPartitionsContext):
@@ -205,7 +201,7 @@ class FullFetchContext(_RequestedPartitionsContext):
 
         self.session_id = shard.maybe_create_session(now_ms, self.is_from_follower, len(results),
                                                      self.uses_topic_ids, create_partitions)
-        return FetchOutcome(errors.NONE, self.session_id, 0, tuple(results.items()))
+        return _tuple_new(FetchOutcome, (errors.NONE, self.session_id, 0, tuple(results.items())))
 
 
 class IncrementalFetchContext(FetchContext):
@@ -305,7 +301,7 @@ class IncrementalFetchContext(FetchContext):
         session.revisit = revisit
         if session.added:
             session.added = []
-        return FetchOutcome(errors.NONE, session.id, 0, tuple(selected))
+        return _tuple_new(FetchOutcome, (errors.NONE, session.id, 0, tuple(selected)))
 
     def throttled_response(self, throttle_ms: int) -> FetchOutcome:
         session = self.session
