@@ -89,18 +89,23 @@ def test_replay_against_tansu_maps_topics_and_falls_back_to_full_fetches(tansu_b
     assert any("fell back to full fetches" in note for note in run.notes)
 
 
-def test_an_interrupted_replay_keeps_a_partial_report():
-    plan = _small_consumers_then_a_big_one()
-    run = ReplayRun(plan, ReplayOptions(config=SimConfig(3, 1, 100)))
+def cancelled_after(plan, run: ReplayRun, seconds: float) -> None:
+    """Replay into `run`, cancelled (as Ctrl-C does) after `seconds`."""
 
     async def interrupt():
         task = asyncio.create_task(replay(plan, run.options, run))
-        await asyncio.sleep(0.4)
+        await asyncio.sleep(seconds)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
     asyncio.run(interrupt())
+
+
+def test_an_interrupted_replay_keeps_a_partial_report():
+    plan = _small_consumers_then_a_big_one()
+    run = ReplayRun(plan, ReplayOptions(config=SimConfig(3, 1, 100)))
+    cancelled_after(plan, run, 0.4)
     sent = sum(r.tally.requests for r in run.streams)
     assert not run.finished and 0 < sent < plan.requests
     assert run.elapsed_s > 0

@@ -23,6 +23,8 @@ from fetchtool.replay.plan import LATER, build_plan, every_read
 from fetchtool.replay.report import replay_json
 from fetchtool.replay.simulate import SimConfig
 
+from .test_replay import cancelled_after
+
 CAPTURES = Path(__file__).resolve().parents[2] / "captures"
 WITH_ERRORS = CAPTURES / "scenarios" / "partition-errors.pcap"
 
@@ -78,15 +80,7 @@ def test_an_interrupted_replay_lists_every_stream_started_or_not():
     held, later, spill = _plans(CAPTURES / "kafka-python-tansu.pcap")
     spill.close()
     run = ReplayRun(held, ReplayOptions(speed=0.001))   # paced: the later streams never start
-
-    async def interrupt():
-        task = asyncio.create_task(replay(held, run.options, run))
-        await asyncio.sleep(1.0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(interrupt())
+    cancelled_after(held, run, 1.0)
     assert not run.finished
     assert [r.stream.index for r in run.streams] == [s.index for s in held.streams]
 
