@@ -125,11 +125,11 @@ class Steps:
         widths = [cell_len(h) for h in self.head]
         head = "  ".join(self.head[1:])
         fields = cell_len(head)  # the grid's second column: the fields, two spaces apart
+        gaps = 2 * (len(self.head) - 2)
         for r in self.rows:
-            for i, cell in enumerate(r):
-                if (n := cell_len(cell)) > widths[i]:
-                    widths[i] = n
-            fields = max(fields, sum(widths_of(r[1:])) + 2 * (len(r) - 2))
+            lens = [cell_len(cell) for cell in r]
+            widths = list(map(max, widths, lens))
+            fields = max(fields, sum(lens) - lens[0] + gaps)
         if sum(widths) + 3 * (len(widths) - 1) <= max_width:  # else rich squeezes the last columns away
             # SIMPLE_HEAD, no edges: the title and the header from rich, then each row's cells padded to their
             # column and 3 spaces apart (a cell's padding, the box's blank rule, the next cell's padding)
@@ -182,10 +182,6 @@ class _LaidOut:
         for line in self.lines:
             yield Segment(line)
             yield new_line
-
-
-def widths_of(cells: Iterable[str]) -> Iterator[int]:
-    return (cell_len(c) for c in cells)
 
 
 def _pad(cell: str, width: int) -> str:
