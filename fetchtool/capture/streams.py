@@ -144,24 +144,7 @@ def in_forked_child(child: Callable[[int], Any], receive: Callable[[BinaryIO], I
     early, Ctrl-C), `on_final` gets that message (None if the child died or did not answer in time), and the child
     is killed and reaped. Stopped early, the child's next write fails on the closed pipe: `child` then returns
     what it has so far."""
-    r, w = os.pipe()
-    final_r, final_w = os.pipe()
-    grow_pipe(w)
-    pid = os.fork()
-    if pid == 0:  # the child: never returns, not even for a Ctrl-C that comes before it ignores them
-        code = 1
-        try:
-            os.close(r)
-            os.close(final_r)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            write_all(final_w, pickle.dumps(child(w), pickle.HIGHEST_PROTOCOL))
-            code = 0
-        except BaseException:  # noqa: BLE001  (a dead parent: nobody to report to)
-            pass
-        finally:
-            os._exit(code)
-    os.close(w)
-    os.close(final_w)
+    pid, r, final_r = fork_child(child, child_writes=True)
     finished = False
     final = None
     try:
@@ -175,6 +158,33 @@ def in_forked_child(child: Callable[[int], Any], receive: Callable[[BinaryIO], I
             os.close(final_r)
             reap(pid)
         on_final(final)
+
+
+def fork_child(child: Callable[[int], Any], child_writes: bool) -> tuple[int, int, int]:
+    """Fork a child that runs `child(fd)` on its end of a new pipe (the writing end if `child_writes`, else the
+    reading one), Ctrl-C ignored (the parent's to handle), and sends what it returns, pickled, on a second pipe
+    as it ends (read_final; nothing if it fails). Returns the child's pid, this process's end of the pipe and the
+    final message's pipe; the child never returns, not even for a Ctrl-C that comes before it ignores them."""
+    r, w = os.pipe()
+    final_r, final_w = os.pipe()
+    grow_pipe(w)
+    mine, theirs = (r, w) if child_writes else (w, r)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(mine)
+            os.close(final_r)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            write_all(final_w, pickle.dumps(child(theirs), pickle.HIGHEST_PROTOCOL))
+            code = 0
+        except BaseException:  # noqa: BLE001  (a dead parent, or a failed child: the parent gets no message)
+            pass
+        finally:
+            os._exit(code)
+    os.close(theirs)
+    os.close(final_w)
+    return pid, mine, final_r
 
 
 def _take_final(reads: list[FileRead], files: list) -> None:

@@ -26,13 +26,11 @@ from __future__ import annotations
 import dataclasses
 import marshal
 import os
-import pickle
-import signal
 import struct
 from collections.abc import Callable, Iterator
 
 from ..capture.reader import CaptureError
-from ..capture.streams import STOP_WAIT, grow_pipe, in_forked_child, read_final, reap, write_all
+from ..capture.streams import STOP_WAIT, fork_child, in_forked_child, read_final, reap, write_all
 from ..exchange import Exchange
 from ..protocol.connection import OrphanResponse
 from ..protocol.report import DecodeReport
@@ -122,29 +120,15 @@ def _decoded(decode, ended: list[int], report: DecodeReport, side_fd: int | None
 # -- the side consumer --------------------------------------------------------------------------------------
 def _start_side(side: SideConsumer) -> tuple[int, int, int]:
     """Fork the side consumer's process: its pid, the pipe to write its batches to, the pipe of its result."""
-    r, w = os.pipe()
-    final_r, final_w = os.pipe()
-    grow_pipe(w)
-    pid = os.fork()
-    if pid == 0:  # the side consumer: never returns
-        code = 1
-        try:
-            os.close(w)
-            os.close(final_r)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # (Ctrl-C is this process's to handle: it stops the run)
-            ended: list[int] = []
-            with open(r, "rb", buffering=1 << 20) as pipe:
-                result = side.consume(_receive(pipe, ended), ended)
-            write_all(final_w, pickle.dumps(result, pickle.HIGHEST_PROTOCOL))
-            code = 0
-        except BaseException:  # noqa: BLE001  (its result stays None: the consumer says so)
-            pass
-        finally:
-            os._exit(code)
-    os.close(r)
-    os.close(final_w)
+
+    def consume(fd: int) -> object:
+        ended: list[int] = []
+        with open(fd, "rb", buffering=1 << 20) as pipe:
+            return side.consume(_receive(pipe, ended), ended)
+
+    started = fork_child(consume, child_writes=False)
     side.running = True
-    return pid, w, final_r
+    return started
 
 
 # -- the child ----------------------------------------------------------------------------------------------
