@@ -346,31 +346,36 @@ def _analyze(items: Iterable, files: Iterable[str], cache_slots: int | None, cac
     run = AnalysisPass(cache_slots, cache_shards, savings_of, files, eviction_ms)
     items = iter(items)
     first = next(items, _NOTHING)  # (starts the decoding, and the side consumer if the run has one)
-    apart = side is not None and side.running
-    if apart:
-        assert side is not None
+    if first is not _NOTHING:
+        items = chain((first,), items)
+    if side is not None and side.running:
         run.savings = _Apart(side)  # type: ignore[assignment]  # duck-typed: feeds nothing; the sums come at the end
         try:
-            return _analyzed(run, items, first, files, decode_report, ended, sessions)
+            return _analyzed(run, items, files, decode_report, ended, sessions)
         finally:
             side.wait()  # (done already, unless the analysis failed: the process is reaped either way)
-    return _analyzed(run, items, first, files, decode_report, ended, sessions)
+    return _analyzed(run, items, files, decode_report, ended, sessions)
 
 
-def _analyzed(run: AnalysisPass, items: Iterator, first, files: Iterable[str], decode_report, ended: list[int] | None,
+def draining(items: Iterable, ended: list[int] | None, on_end: Callable[[int], None]) -> Iterator:
+    """`items`, each after ``on_end(conn)`` for every connection that ended before it (``ended``: the decode run's
+    list, decoder.DecodeRun.ended, drained as the items come; None: no ends to tell)."""
+    if ended is None:
+        yield from items
+        return
+    for it in items:
+        if ended:
+            for conn in ended:
+                on_end(conn)
+            ended.clear()
+        yield it
+
+
+def _analyzed(run: AnalysisPass, items: Iterator, files: Iterable[str], decode_report, ended: list[int] | None,
               sessions: int | None) -> Analysis:
     feed = run.feed
-    if first is not _NOTHING:
-        if ended is None:
-            for it in chain((first,), items):
-                feed(it)
-        else:
-            for it in chain((first,), items):
-                if ended:
-                    for conn in ended:
-                        run.connection_ended(conn)
-                    ended.clear()
-                feed(it)
+    for it in draining(items, ended, run.connection_ended):
+        feed(it)
     # the savings are complete: sum them up and let the per-connection models go before the findings replay
     # each broker's cache (peak memory: that replay beside the state of the pass). (Estimated apart, they are
     # waited for when first needed: this process replays the caches meanwhile.)
@@ -451,11 +456,8 @@ def savings_apart(savings_of: Callable[[Exchange], bool] | None = None,
     def consume(items: Iterator, ended: list[int]) -> tuple[dict, dict]:
         with without_cycle_collection():
             est = SavingsEstimator(only=savings_of)
-            for it in items:
-                if ended:  # (before the next item, as _analyze drains them; items it is not fed feed nothing)
-                    for conn in ended:
-                        est.connection_ended(conn)
-                    ended.clear()
+            # (connection ends as _analyzed tells them; the items the analysis is not fed feed nothing)
+            for it in draining(items, ended, est.connection_ended):
                 if isinstance(it, Exchange) and (keeps is None or keeps(it)):
                     est.feed(it)
             return est.result().to_json(), est.per_pair

@@ -37,7 +37,7 @@ def main(
     from fetchtool.commands.reading import Reading
     from fetchtool.commands.stamp import stamp_json, stamp_markdown
     from fetchtool.commands.window import time_window
-    from fetchtool.analysis.run import concerns, without_cycle_collection
+    from fetchtool.analysis.run import concerns, draining, without_cycle_collection
     from fetchtool.analysis.savings.estimator import SavingsEstimator
     from fetchtool.decoder import CaptureError
     from fetchtool.exchange import Exchange
@@ -53,11 +53,7 @@ def main(
     ended = reading.run.ended  # closed connections: their models are parked, then released (memory)
     try:
         with without_cycle_collection():  # as analyze's pass (analysis.run)
-            for ex in reading.items():
-                if ended:
-                    for conn in ended:
-                        est.connection_ended(conn)
-                    ended.clear()
+            for ex in draining(reading.items(), ended, est.connection_ended):
                 if isinstance(ex, Exchange):
                     row = est.feed(ex)
                     if row is not None and lines is not None:
