@@ -53,7 +53,6 @@ def main(
     from fetchtool.replay.jsonout import json_text
     from fetchtool.replay.plan import LATER
     from fetchtool.replay.report import plan_summary_lines, print_replay, replay_json
-    from fetchtool.replay.tally import captured_counts
 
     err = error_console()
     check_choice(fmt, "--format", ("table", "json", "markdown"))
@@ -111,7 +110,7 @@ def main(
         run.interrupted = True
     except ReplayError as exc:
         fail(str(exc))
-    captured = run.captured if run.captured is not None else captured_counts(plan)
+    captured = run.captured_counts()
     doc = stamp_json(replay_json(run, captured))
     if fmt == "json":
         emit(json_text(doc), output)  # in pieces: a storm's report (91 MB) is never held whole

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel, effective_behaviour
-from fetchtool.replay.plan import REQUEST, SESSION, ClientStream, ReplayPlan, every_read
+from fetchtool.replay.plan import REQUEST, SESSION, ClientStream, ReplayPlan, every_read, step_starts
 from fetchtool.replay.simulate import CapturedSessionIds, SimConfig
 from fetchtool.replay.net import (RESERVED_FILES, OutOfFiles, ReplayError, allow_open_files, connect,
                                   read_frame_within, reason)
@@ -97,6 +97,13 @@ class ReplayRun:
     captured: CapturedCounts | None = None  # what the capture shows, counted before the replay
     captured_versions: frozenset[int] = frozenset()  # the Fetch versions the capture's requests used
     peak_connections: int = 0  # connections the replay held open at once, at most
+
+    def captured_counts(self) -> CapturedCounts:
+        """What the capture shows: taken before the replay (which may let its plan go), or now if it never
+        started."""
+        if self.captured is None:
+            self.captured = captured_counts(self.plan)
+        return self.captured
 
     def __repr__(self) -> str:
         return (f"ReplayRun(target={self.target!r}, streams={len(self.streams)}, done={self.done}, "
@@ -313,11 +320,7 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
 
     # Each step's request and response positions in the timeline (-1: no response captured), step j of stream i
     # at first[i] + j: two int arrays, where two dicts keyed by (i, j) took 100 MB on a 100,000-connection storm.
-    first = array("q", bytes(8 * len(plan.streams)))
-    total = 0
-    for s in plan.streams:
-        first[s.index] = total
-        total += len(s.fetches)
+    first, total = step_starts(len(s.fetches) for s in plan.streams)   # (a stream's index is its place)
     req_pos = array("q", bytes(8 * total))
     resp_pos = array("q", [-1]) * total
     for n, (_t, phase, i, j) in enumerate(plan.timeline):
@@ -335,6 +338,15 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         if on_progress is not None:
             on_progress(run.done)
 
+    async def until(position: int, t_ms: int) -> None:
+        """A step's turn: its place in the capture's order (as fast as possible), or its time, scaled (paced)."""
+        if options.as_fast:
+            await seq.turn(position)
+        else:
+            delay = t0 + t_ms / 1000 / speed - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+
     async def drive(result: StreamResult, holding: bool) -> None:
         stream = result.stream
         at = first[stream.index]  # the stream's steps in req_pos and resp_pos
@@ -346,12 +358,7 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         # holding: a place under the gate, from the stream's first connection to its end (the launcher takes it)
         try:
             for j, fetch in enumerate(stream.fetches):
-                if options.as_fast:
-                    await seq.turn(req_pos[at + j])
-                else:
-                    delay = t0 + fetch.t_ms / 1000 / speed - loop.time()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
+                await until(req_pos[at + j], fetch.t_ms)
                 if reader is None or writer is None:
                     if gate is not None and not holding:
                         await gate.acquire()
@@ -452,13 +459,7 @@ async def replay(plan: ReplayPlan, options: ReplayOptions, run: ReplayRun | None
         for n, (_t, phase, i, j) in enumerate(plan.timeline):
             if j or phase != REQUEST:
                 continue  # streams start in the order of their first requests
-            fetch = plan.streams[i].fetches[0]
-            if options.as_fast:
-                await seq.turn(n)
-            else:
-                delay = t0 + fetch.t_ms / 1000 / speed - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+            await until(n, plan.streams[i].fetches[0].t_ms)
             if gate is not None:
                 await gate.acquire()
             result = results[i] = StreamResult(plan.streams[i])
@@ -550,7 +551,7 @@ def _eviction_note(run: ReplayRun) -> None:
     captured clock instead)."""
     if not (run.options.as_fast or run.options.speed > 1):
         return
-    captured = (run.captured or captured_counts(run.plan)).totals.evictions
+    captured = run.captured_counts().totals.evictions
     replayed = sum(r.tally.errors.get(FETCH_SESSION_ID_NOT_FOUND, 0) for r in run.streams)
     if captured > replayed:
         pace = "as fast as possible" if run.options.as_fast else f"at speed {run.options.speed:g}"

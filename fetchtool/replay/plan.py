@@ -694,13 +694,9 @@ class LaterReads:
     def __init__(self, spill: BinaryIO, steps: list[int]) -> None:
         self.spill = spill
         self.order = array("q")   # stream index << 32 | step index, in response order
-        # Where each step's partitions lie in the spill, every stream's steps in one array (step j of stream i at
-        # first[i] + j): one array per stream took 240 bytes a connection on a storm.
-        self.first = array("q", bytes(8 * len(steps)))
-        total = 0
-        for i, n in enumerate(steps):
-            self.first[i] = total
-            total += n
+        # Where each step's partitions lie in the spill, every stream's steps in one array: one array per stream
+        # took 240 bytes a connection on a storm.
+        self.first, total = step_starts(steps)
         self.offsets = array("q", bytes(8 * total))
         self.sizes = array("q", bytes(8 * total))
 
@@ -723,6 +719,17 @@ class LaterReads:
         for step in self.order:
             i, j = step >> 32, step & 0xFFFFFFFF
             yield i, j, take(i, j)
+
+
+def step_starts(steps: Iterable[int]) -> tuple[array, int]:
+    """Every stream's steps in one array, from each stream's number of steps: where each stream's start (step j
+    of stream i at starts[i] + j), and how many steps there are in all."""
+    starts = array("q")
+    total = 0
+    for n in steps:
+        starts.append(total)
+        total += n
+    return starts, total
 
 
 def every_read(plan: ReplayPlan) -> Iterator[tuple[int, int, dict[TopicIdPartition, PartitionResult]]]:

@@ -133,10 +133,7 @@ def replay_json(run, captured: CapturedCounts) -> dict:
         # made as the report is written (jsonout.Rows): a storm's 100,000 rows as dicts took 150 MB
         r = streams[n]
         return {
-            "client": r.stream.client,
-            "client_id": r.stream.client_id,
-            "broker": r.stream.broker,
-            "behaviour": r.stream.behaviour,
+            **r.stream.identity(),
             **r.tally.to_json(),
             "sessions_established": r.tally.sessions_created,
             "rtt_ms": {"p50": percentile(r.rtts_ms, 0.5), "p99": percentile(r.rtts_ms, 0.99)},
