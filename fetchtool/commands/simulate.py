@@ -83,4 +83,3 @@ def main(
         if buf is not None:
             emit(buf.getvalue(), output)
     reading.finish()
-

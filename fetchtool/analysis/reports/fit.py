@@ -137,9 +137,8 @@ class Steps:
             for h, w in zip(self.head, widths):
                 t.add_column(h, no_wrap=True, min_width=w)
             yield t
-            for _first, chunk in _chunks(self.rows, self.CHUNK_ROWS):
-                if chunk:
-                    yield _LaidOut("   ".join(_pad(c, w) for c, w in zip(r, widths)) for r in chunk)
+            for chunk in _chunks(self.rows, self.CHUNK_ROWS):
+                yield _LaidOut("   ".join(_pad(c, w) for c, w in zip(r, widths)) for r in chunk)
             return
         if self.title:
             yield Text(self.title, style="bold italic")
@@ -156,7 +155,7 @@ class Steps:
 
         yield grid((Text(self.head[0], style="bold"), Text(head, style="bold")))
         gap = " " * GRID_PAD
-        for _first, chunk in _chunks(self.rows, self.CHUNK_ROWS):
+        for chunk in _chunks(self.rows, self.CHUNK_ROWS):
             lines: list[str] = []
             for r in chunk:
                 joined = "  ".join(r[1:])
@@ -191,14 +190,8 @@ def _pad(cell: str, width: int) -> str:
 GRID_PAD = 2  # Steps' grid: the spaces between the time and the fields (a grid collapses its padding)
 
 
-def _chunks(rows: Iterable[tuple[str, ...]], size: int) -> Iterator[tuple[bool, list[tuple[str, ...]]]]:
-    """(first?, up to `size` rows) for every chunk of `rows`; one empty chunk when there are none."""
+def _chunks(rows: Iterable[tuple[str, ...]], size: int) -> Iterator[list[tuple[str, ...]]]:
+    """`rows` in lists of up to `size`."""
     it = iter(rows)
-    first = True
-    while True:
-        chunk = list(islice(it, size))
-        if chunk or first:
-            yield first, chunk
-        if len(chunk) < size:
-            return
-        first = False
+    while chunk := list(islice(it, size)):
+        yield chunk
