@@ -28,6 +28,7 @@ from fetchtool.capture.rotation import natural_key, rotated_sets, set_label
 from fetchtool.protocol.report import DecodeReport
 
 from . import spark_stages as st
+from .spark_early import CountedMeanwhile, counted_meanwhile
 
 INSTALL_HINT = "the Spark engine needs PySpark and Java 17+: pip install 'fetchtool[spark]'"
 
@@ -227,7 +228,8 @@ def _resolve(p: str) -> str:
 class _Decoded:
     """Stages 0-1 and the run-wide numbering: `items` is the DataFrame of stage 1's item rows (cached)."""
 
-    def __init__(self, spark, paths, ports, timings: dict | None = None, window=None, progress=None):
+    def __init__(self, spark, paths, ports, timings: dict | None = None, window=None, progress=None,
+                 early: CountedMeanwhile | None = None):
         import time
 
         from pyspark import StorageLevel
@@ -235,16 +237,21 @@ class _Decoded:
 
         say = progress or (lambda _msg: None)
         t0 = time.perf_counter()
-        files, given = _expand(paths, spark)
+        files, given = (early.files, early.given) if early else _expand(paths, spark)
         if not files:
             raise CaptureError("no capture files found in " + ", ".join(map(str, paths)))
-        # Stage 0: packet counts and time spans -> rotated sets and each file's frame offset in its set. A task
-        # counts several files when they outnumber the cores: counting a rotated piece takes milliseconds, a
-        # task's round trip to its Python worker a tenth of a second (bench_spark.py: 40 files, 40 -> 8 tasks).
+        # Stage 0: packet counts and time spans -> rotated sets and each file's frame offset in its set, counted
+        # while Spark started (spark_early) or else by Spark. A task counts several files when they outnumber the
+        # cores: counting a rotated piece takes milliseconds, a task's round trip to its Python worker a tenth of
+        # a second (bench_spark.py: 40 files, 40 -> 8 tasks).
         n_files = len(files)
         cores = max(1, spark.sparkContext.defaultParallelism)
-        counts = sorted(tuple(r) for r in map_in_arrow(spark.range(0, n_files, 1, min(n_files, 4 * cores)),
-                                                          st.count_stage(files), st.COUNT_SCHEMA).collect())
+        rows = early.counts() if early else None
+        meanwhile = rows is not None
+        if rows is None:
+            rows = map_in_arrow(spark.range(0, n_files, 1, min(n_files, 4 * cores)), st.count_stage(files),
+                                st.COUNT_SCHEMA).collect()
+        counts = sorted(tuple(r) for r in rows)
         sets = rotated_sets(files, {i: (first, last) for i, _n, first, last, _e, _f in counts})
         names = [os.path.basename(f.rstrip("/")) for f in files]
         offsets: dict[int, int] = {}
@@ -263,7 +270,7 @@ class _Decoded:
                 errors.append((idx, error.replace(files[idx], given.get(files[idx], files[idx])), packets))
         t1 = time.perf_counter()
         say(f"read {n_files:,} file{'s' if n_files != 1 else ''} ({len(members):,} capture"
-            f"{'s' if len(members) != 1 else ''}) in {t1 - t0:.1f} s")
+            f"{'s' if len(members) != 1 else ''}) " + ("while Spark started" if meanwhile else f"in {t1 - t0:.1f} s"))
 
         # Stage 1: per set and flow bucket, reassembly + Kafka decode where the packets are read.
         buckets = max(1, min(cores, -(-cores // len(members))))  # few captures: split each by flow
@@ -322,6 +329,18 @@ class _Decoded:
     def release(self) -> None:
         self.decoded.unpersist()
 
+def _started(paths, master: str | None, spark, verbose: bool):
+    """(The session, the files counted while it started or None): `spark`, or a new session on `master` (first:
+    without PySpark, the one-line SparkUnavailable comes before any file is read)."""
+    early = counted_meanwhile(paths, master, spark)
+    try:
+        return spark or spark_session(master, verbose=verbose), early
+    except BaseException:
+        if early is not None:
+            early.cancel()
+        raise
+
+
 def _report(names: list[str], facts: list, stats: dict, errors: list) -> DecodeReport:
     """One DecodeReport from the per-file capture statistics and the per-task protocol counters."""
     rep = DecodeReport(files=list(names))
@@ -357,8 +376,8 @@ def analyze_spark(paths, *, master: str | None = None, ports=None, cache_slots: 
     stage done.
 
     `timings`, when given, gets wall seconds per stage (for benchmarks/bench_spark.py)."""
-    spark = spark or spark_session(master, verbose=verbose)  # first: without PySpark, the one-line SparkUnavailable
-    d = _Decoded(spark, paths, ports, timings, window, progress)
+    spark, early = _started(paths, master, spark, verbose)
+    d = _Decoded(spark, paths, ports, timings, window, progress, early)
     try:
         return _analyze(spark, d, cache_slots, cache_shards, client, broker, timings, window, progress)
     finally:
@@ -477,8 +496,8 @@ def decode_spark(paths, out_dir: str, *, master: str | None = None, ports=None, 
     analyze_spark. Returns the decode report, with exchanges_written and partitions_written."""
     from .spark_datasets import write_datasets
 
-    spark = spark or spark_session(master, verbose=verbose)
-    d = _Decoded(spark, paths, ports, None, window, progress)
+    spark, early = _started(paths, master, spark, verbose)
+    d = _Decoded(spark, paths, ports, None, window, progress, early)
     try:
         analysis = _analyze(spark, d, cache_slots, cache_shards, None, None, None, window, progress)
         return write_datasets(spark, d, analysis, _resolve(str(out_dir)), progress)
