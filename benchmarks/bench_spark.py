@@ -12,7 +12,8 @@ Figures:
                         Python driver, the JVM and the Python workers it starts (/usr/bin/time sees only the
                         processes waited for, not the JVM); split as "py" (driver and workers) and "jvm"
   driver RSS            the Python driver's own peak (VmHWM at exit)
-  start-up              the same command on a 0.5 MB capture: the JVM, the session and the first jobs
+  start-up              the same command on a 0.5 MB capture: the JVM, the session and the first jobs (with
+                        the JVM's class archive, made first; once without it, for comparison)
   MB/s per core         capture size / (wall - start-up) / cores; the embedded engine counts as one core (the
                         target's basis), and beside it as the cores it keeps busy (its CPU over its wall, start-up
                         excluded: it decodes in a forked child while it analyses)
@@ -184,14 +185,26 @@ def main() -> None:
         masters = {m: (cluster.url if m == "standalone" and cluster else m) for m in args.masters}
         size = args.capture.stat().st_size / 1e6
         print(f"{args.capture} ({size:,.0f} MB); {os.cpu_count()} cores; best of {args.runs}", flush=True)
+        # The JVM's class archive (fetchtool.pipeline.spark_classes) is made first, in the foreground: the first
+        # Spark command would leave its maker running beside the timed ones.
+        t = time.perf_counter()
+        made = subprocess.run([sys.executable, "-m", "fetchtool.pipeline.spark_classes"], env=env, cwd=ROOT,
+                              capture_output=True, text=True)
+        archive_s = time.perf_counter() - t
         startup = {m: analyze([TINY], ["--engine", "spark", "--master", url], env, max(2, args.runs))
                    for m, url in masters.items()}
+        first = next(iter(masters))
+        cold = analyze([TINY], ["--engine", "spark", "--master", masters[first]], {**env, "FETCHTOOL_CACHE_DIR": ""},
+                       max(2, args.runs))
         start = {m: r["wall"] for m, r in startup.items()}
         tiny_run = analyze([TINY], [], env, 1)
         tiny = tiny_run["wall"]
         print("start-up (the same command on a 0.5 MB capture): embedded "
               f"{tiny:.1f} s; " + "; ".join(f"{m} {r['wall']:.1f} s (CPU {r['cpu']:.0f} s)"
                                             for m, r in startup.items()), flush=True)
+        print(f"  without the JVM's class archive: {first} {cold['wall']:.1f} s (CPU {cold['cpu']:.0f} s); "
+              + (f"the archive made once in {archive_s:.0f} s" if made.returncode == 0
+                 else f"no archive: {made.stderr.strip().splitlines()[-1:]}"), flush=True)
         for pieces in args.pieces:
             files = rotate(args.capture, pieces, args.workdir / f"{args.capture.name}-{pieces}")
             emb = analyze(files, [], env, args.runs)

@@ -412,18 +412,38 @@ def _spark_missing(problem: str) -> None:
     pytest.skip(problem)
 
 
+# Spark's JVM class archive (fetchtool.pipeline.spark_classes) goes to a directory of this run, never the user's
+# cache: the `spark_classes` fixture makes it once, and every Spark the tests start loads its classes from it.
+_CACHE_DIR = tempfile.mkdtemp(prefix="fetchtool-test-cache-")
+os.environ["FETCHTOOL_CACHE_DIR"] = _CACHE_DIR
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
-def spark_available() -> None:
-    """For tests that run Spark in a child process (`fetchtool analyze --engine spark`): pyspark and java are
-    installed, else the test skips (fails under CI), as with the `spark` fixture."""
+def spark_classes() -> Path:
+    """This run's Spark class archive, made in the foreground (~20 s) before the first Spark starts (which would
+    otherwise leave a maker in the background, competing with the tests for the cores)."""
     if importlib.util.find_spec("pyspark") is None:
         _spark_missing("pyspark is not installed")
     if shutil.which("java") is None:
         _spark_missing("no java on PATH")
+    made = subprocess.run([sys.executable, "-m", "fetchtool.pipeline.spark_classes"], capture_output=True,
+                          text=True, timeout=600)
+    assert made.returncode == 0, made.stderr[-3000:]
+    return Path(made.stdout.strip())
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark_available(spark_classes) -> None:
+    """For tests that run Spark in a child process (`fetchtool analyze --engine spark`): pyspark and java are
+    installed, else the test skips (fails under CI), as with the `spark` fixture."""
+
+
+@pytest.fixture(scope="session")
+def spark(spark_classes):
     """One SparkSession (local[2]) for every Spark test: Spark takes ~10 s to start, so it starts once.
     Without pyspark (or Java) the tests skip, except under CI (CI set), where a missing Spark is a failure."""
     try:

@@ -28,6 +28,7 @@ from fetchtool.capture.rotation import natural_key, rotated_sets, set_label
 from fetchtool.protocol.report import DecodeReport
 
 from . import spark_stages as st
+from .spark_classes import archive_later, archive_path, java_options
 from .spark_early import CountedMeanwhile, counted_meanwhile
 
 INSTALL_HINT = "the Spark engine needs PySpark and Java 17+: pip install 'fetchtool[spark]'"
@@ -67,9 +68,11 @@ def _log_config(verbose: bool) -> str:
     return path
 
 
-def spark_session(master: str | None = None, verbose: bool = False):
+def spark_session(master: str | None = None, verbose: bool = False, dump_classes_to: Path | None = None):
     """The active SparkSession (reused by every stage and command of this process), or a new one on `master`
-    (default local[*]), started quietly: nothing from the JVM or log4j on stderr unless ``verbose``."""
+    (default local[*]), started quietly: nothing from the JVM or log4j on stderr unless ``verbose``. A new JVM
+    loads its classes from this machine's archive (spark_classes), or leaves a process behind that makes it
+    (``dump_classes_to``: this JVM writes one there as it exits)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -88,9 +91,11 @@ def spark_session(master: str | None = None, verbose: bool = False):
     # unless the user's executor options choose their own -XX: flags. PYSPARK_SUBMIT_ARGS'
     # --conf spark.driver.extraJavaOptions=... replaces the driver's.
     log_opts = f"-Dlog4j2.configurationFile=file:{_log_config(verbose)}"
+    archive = archive_path()
     conf = (SparkConf().setAppName("fetchtool").setMaster(master or "local[*]")
             .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
-            .set("spark.driver.extraJavaOptions", f"{log_opts} {JIT_OPTIONS}")
+            .set("spark.driver.extraJavaOptions",
+                 f"{log_opts} {JIT_OPTIONS} {java_options(archive, dump_classes_to)}")
             .set("spark.executor.extraJavaOptions", f"{log_opts} {JIT_OPTIONS}")
             .set("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
             # stage 1's items are cached once: compressing them would only cost CPU
@@ -109,6 +114,9 @@ def spark_session(master: str | None = None, verbose: bool = False):
             log = None if verbose else tempfile.TemporaryFile()
             SparkContext._gateway = launch_gateway(conf, None if log is None else {"stderr": log})
             SparkContext._jvm = SparkContext._gateway.jvm
+            if (archive is not None and dump_classes_to is None and not archive.is_file()
+                    and archive_later(archive) and (say := stage_lines(verbose))):
+                say("archiving the JVM's classes in the background, once: later commands start ~3 s sooner")
         _keep_executor_options(conf, SparkContext._jvm, log_opts)
         spark = SparkSession.builder.config(conf=conf).getOrCreate()
     except Exception as exc:  # noqa: BLE001 - e.g. no Java: one line, not a JVM stack trace

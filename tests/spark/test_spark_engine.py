@@ -164,7 +164,7 @@ def test_uris_are_passed_as_given(spark):
     # the user's own JIT or collector choice: fetchtool adds none of its -XX: flags after it
     ("-Dfetchtool.test.kept=1 -XX:+UseParallelGC", False),
 ], ids=["no -XX flags given", "-XX flags given"])
-def test_executor_jvm_options_the_user_gives_are_kept(tmp_path, given, ours):
+def test_executor_jvm_options_the_user_gives_are_kept(spark_classes, tmp_path, given, ours):
     # fetchtool sets the executors' log4j configuration and, on a standalone cluster's cold executor JVMs, C1
     # and the serial collector (as the driver's); setting the key alone replaced what the user gave
     code = ("from fetchtool.pipeline.spark import spark_session\n"
