@@ -246,6 +246,7 @@ class _Decoded:
         say = progress or (lambda _msg: None)
         t0 = time.perf_counter()
         files, given = (early.files, early.given) if early else _expand(paths, spark)
+        rows = early.counts() if early else None  # None: no children, or one died (Spark counts then)
         if not files:
             raise CaptureError("no capture files found in " + ", ".join(map(str, paths)))
         # Stage 0: packet counts and time spans -> rotated sets and each file's frame offset in its set, counted
@@ -254,7 +255,6 @@ class _Decoded:
         # a second (bench_spark.py: 40 files, 40 -> 8 tasks).
         n_files = len(files)
         cores = max(1, spark.sparkContext.defaultParallelism)
-        rows = early.counts() if early else None
         meanwhile = rows is not None
         if rows is None:
             rows = map_in_arrow(spark.range(0, n_files, 1, min(n_files, 4 * cores)), st.count_stage(files),
@@ -336,6 +336,7 @@ class _Decoded:
 
     def release(self) -> None:
         self.decoded.unpersist()
+
 
 def _started(paths, master: str | None, spark, verbose: bool):
     """(The session, the files counted while it started or None): `spark`, or a new session on `master` (first:
