@@ -116,7 +116,7 @@ def spark_session(master: str | None = None, verbose: bool = False, dump_classes
             SparkContext._jvm = SparkContext._gateway.jvm
             if (archive is not None and dump_classes_to is None and not archive.is_file()
                     and archive_later(archive) and (say := stage_lines(verbose))):
-                say("archiving the JVM's classes in the background, once: later commands start ~3 s sooner")
+                say("archiving JVM classes in the background, once: later starts ~3 s faster")
         _keep_executor_options(conf, SparkContext._jvm, log_opts)
         spark = SparkSession.builder.config(conf=conf).getOrCreate()
     except Exception as exc:  # noqa: BLE001 - e.g. no Java: one line, not a JVM stack trace

@@ -57,7 +57,7 @@ def test_the_first_spark_command_leaves_a_maker_whose_archive_later_commands_loa
     first = subprocess.run(spark, capture_output=True, text=True, env=env, timeout=300)
     assert first.returncode == 0, first.stderr[-3000:]
     assert first.stdout == embedded.stdout
-    assert "spark: archiving the JVM's classes in the background, once: later commands start ~3 s sooner" \
+    assert "spark: archiving JVM classes in the background, once: later starts ~3 s faster" \
         in first.stderr.splitlines()
     archives = tmp_path / "cache"
     deadline = time.monotonic() + 300
