@@ -1,6 +1,6 @@
 """Stage 0 while Spark starts: on a local master, the files are counted by forked children of the driver.
 
-Starting the JVM and the session takes a local master's cores for several seconds (bench_spark.py: ~7 s), with
+Starting the JVM and the session takes seconds (bench_spark.py: 4.5-5 s, 8 s without spark_classes' archive),
 the driver only waiting for them. Stage 0 (each file's packets, time span and heaviest flows: what the rotated
 sets, the frame offsets and the flow buckets come from) reads every record header of every file, so on Spark it
 was a job of its own after the start-up: ~0.5 s of a 6 s local[2] run of 1.1 GB, on top of the first job's cost.
@@ -46,9 +46,9 @@ def spark_starting() -> bool:
 class CountedMeanwhile:
     """count_packets for every file, in forked children: start() before the session, counts() after it."""
 
-    def __init__(self, files: list[str], given: dict[str, str], children: list[tuple[int, int, list[int]]]):
+    def __init__(self, files: list[str], given: dict[str, str], children: list[tuple[int, int]]):
         self.files, self.given = files, given
-        self._children = children  # (pid, final message's pipe, file indexes)
+        self._children = children  # (pid, final message's pipe)
 
     @classmethod
     def start(cls, files: list[str], given: dict[str, str], cores: int) -> CountedMeanwhile:
@@ -62,7 +62,7 @@ class CountedMeanwhile:
 
                 pid, pipe, final = fork_child(count, child_writes=False)
                 os.close(pipe)  # the child reads nothing: its counts come as its final message
-                children.append((pid, final, idxs))
+                children.append((pid, final))
         except BaseException:
             cls(files, given, children).cancel()
             raise
@@ -72,7 +72,7 @@ class CountedMeanwhile:
         """Every file's count row (as count_stage gives them), or None when a child died (Spark counts then)."""
         rows: list[tuple] = []
         try:
-            for _pid, final, _idxs in self._children:
+            for _pid, final in self._children:
                 got = read_final(final, None)
                 if got is None:
                     return None
@@ -82,7 +82,7 @@ class CountedMeanwhile:
         return rows
 
     def cancel(self) -> None:
-        for pid, final, _idxs in self._children:
+        for pid, final in self._children:
             os.close(final)
             reap(pid)
         self._children = []
