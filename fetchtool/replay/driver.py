@@ -542,6 +542,29 @@ def _notes(run: ReplayRun) -> None:
             run.notes.append(f"OFFSET_OUT_OF_RANGE: {', '.join(existing)} already existed on {run.target} and may hold "
                              f"fewer records than the capture's rebased offsets (replay writes records only into "
                              f"topics it creates)")
+        _leader_epoch_note(run, partition_errors)
+
+
+LEADER_EPOCH_ERRORS = {74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH"}
+
+
+def _leader_epoch_note(run: ReplayRun, partition_errors: Counter[int]) -> None:
+    """Why a replay's partitions fail with a leader epoch error the capture may not have: each request carries
+    the captured current_leader_epoch, which names the captured cluster's leaders, and Kafka's read of a partition
+    (Partition.localLogWithEpochOrThrow) refuses any epoch but its leader's. The session is updated before the
+    reads, so the sessions replay as captured; only these partitions' records are missing."""
+    codes = [code for code in LEADER_EPOCH_ERRORS if partition_errors.get(code)]
+    if not codes:
+        return
+    captured = sum((run.captured_partition_errors or {}).values(), Counter())
+    names = " and ".join(f"{LEADER_EPOCH_ERRORS[c]} ({c})" for c in codes)
+    whose = "the embedded broker's leaders are all at epoch 0" if run.options.broker is None else \
+        f"{run.target}'s leaders have epochs of their own"
+    run.notes.append(f"{names}{'' if any(captured.get(c) for c in codes) else ', none of them captured'}: each "
+                     f"request carries the captured current_leader_epoch, which names the captured cluster's "
+                     f"leaders, and {whose}; Kafka refuses a partition's read that names another epoch, so those "
+                     f"partitions came back without records (their fetch sessions are updated before the reads, "
+                     f"and replay as captured)")
 
 
 def _eviction_note(run: ReplayRun) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,9 +13,11 @@ from typer.testing import CliRunner
 from fetchtool.cli import app
 from fetchtool.replay.driver import ReplayError, ReplayOptions, ReplayRun, divergence, replay
 from fetchtool.replay.loading import load_plan
+from fetchtool.replay.plan import build_plan
 from fetchtool.replay.simulate import SimConfig, simulate
 from fetchtool.replay.tally import captured_counts
 
+from .scenario import Consumer
 from .test_simulate import _small_consumers_then_a_big_one
 
 CAPTURES = Path(__file__).resolve().parents[2] / "captures"
@@ -153,3 +156,22 @@ def test_cli_dry_run_and_bad_input_give_one_line_errors(tmp_path):
     res = runner.invoke(app, ["replay", str(cut), "--dry-run"])
     assert res.exit_code == 0, res.output
     assert "warning: cut.pcap: file cut mid-record after frame 25; later data ignored (x1)" in res.output
+
+
+@pytest.mark.parametrize("leader_epoch, note", [(5, True), (0, False), (-1, False)])
+def test_a_captured_leader_epoch_the_embedded_broker_does_not_have_is_explained_not_left_as_a_bare_error(
+        leader_epoch, note):
+    # A capture from a cluster whose leaders were re-elected (epoch 5): the replayed requests name that epoch, the
+    # embedded broker's leaders are at 0, and Kafka's read refuses the partitions with UNKNOWN_LEADER_EPOCH
+    consumer = Consumer("10.0.0.1:40001", conn=1, client_id="after-reelection", max_wait_ms=0)
+    consumer.session_workload(101, "orders", 3, 0.0, 0.05, 5)
+    exchanges = [dataclasses.replace(ex, request_partitions=tuple(p._replace(current_leader_epoch=leader_epoch)
+                                                                  for p in ex.request_partitions))
+                 for ex in consumer.exchanges]
+    run = _run(build_plan(exchanges), as_fast=True)
+    assert _errors(run) == {}  # the sessions replay as captured
+    refused = sum(r.partition_errors.get(75, 0) for r in run.streams)
+    explained = [n for n in run.notes if n.startswith("UNKNOWN_LEADER_EPOCH (75), none of them captured: ")]
+    assert (refused > 0, len(explained)) == (note, int(note))
+    if note:
+        assert "the embedded broker's leaders are all at epoch 0" in explained[0]
