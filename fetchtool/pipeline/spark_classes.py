@@ -96,6 +96,7 @@ def make(path: Path) -> bool:
 
     from .spark import analyze_spark, decode_spark, spark_session
 
+    _sweep(path)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         with tempfile.TemporaryDirectory(prefix="fetchtool-classes-") as work:
@@ -118,6 +119,24 @@ def make(path: Path) -> bool:
     finally:
         tmp.unlink(missing_ok=True)
         _marker(path).unlink(missing_ok=True)
+
+
+def _sweep(path: Path) -> None:
+    """Remove what makers that died left (a container stopped mid-way): their half-written archives."""
+    for tmp in path.parent.glob(f"{path.name}.*.tmp"):
+        pid = tmp.name[len(path.name) + 1:-len(".tmp")]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def main(argv: list[str]) -> int:

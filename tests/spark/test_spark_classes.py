@@ -70,3 +70,16 @@ def test_the_first_spark_command_leaves_a_maker_whose_archive_later_commands_loa
     assert later.returncode == 0, later.stderr[-3000:]
     assert later.stdout == embedded.stdout
     assert "archiving" not in later.stderr
+
+
+def test_a_maker_clears_what_dead_makers_left_but_not_a_living_ones(tmp_path):
+    from fetchtool.pipeline.spark_classes import _sweep
+
+    path = tmp_path / "spark-classes-0.jsa"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = path.with_name(f"{path.name}.{int(dead.stdout)}.tmp")
+    working = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    for f in (left, working):
+        f.write_bytes(b"half an archive")
+    _sweep(path)
+    assert not left.exists() and working.exists()
