@@ -15,12 +15,16 @@ name order (as `mergecap -a` would number them); for one file they are Wireshark
 from __future__ import annotations
 
 import glob
+import logging
 import marshal
 import os
-from collections import Counter
 import pickle
+import signal
 import sys
 import tempfile
+import threading
+from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 from fetchtool.capture.reader import CaptureError
@@ -81,6 +85,11 @@ def spark_session(master: str | None = None, verbose: bool = False, dump_classes
     if active is not None and (master is None or active.sparkContext.master == master):
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this interpreter's fetchtool
+    root = logging.getLogger()
+    if not verbose and not root.handlers:
+        # py4j logs through the root logger, which Python then sets up to print: a Ctrl-C during a job (PySpark's
+        # handler cancels the jobs through the connection the interrupted call is reading) became two tracebacks
+        root.addHandler(logging.NullHandler())
     from pyspark import SparkConf
 
     # The JVMs only move Arrow batches, cache, shuffle and sort them (the work is the Python workers'), and on a
@@ -116,7 +125,8 @@ def spark_session(master: str | None = None, verbose: bool = False, dump_classes
             from pyspark.java_gateway import launch_gateway
 
             log = None if verbose else tempfile.TemporaryFile()
-            SparkContext._gateway = launch_gateway(conf, None if log is None else {"stderr": log})
+            with _ctrl_c_after():
+                SparkContext._gateway = launch_gateway(conf, None if log is None else {"stderr": log})
             SparkContext._jvm = SparkContext._gateway.jvm
             if (archive is not None and dump_classes_to is None and not archive.is_file()
                     and archive_later(archive) and (say := stage_lines(verbose))):
@@ -130,6 +140,21 @@ def spark_session(master: str | None = None, verbose: bool = False, dump_classes
     if not verbose:
         spark.sparkContext.setLogLevel("OFF")
     return spark
+
+
+@contextmanager
+def _ctrl_c_after():
+    """Ctrl-C held back while Spark's JVM starts (~2 s), and raised after: one that comes while PySpark waits for
+    the JVM's address makes PySpark delete the file the JVM writes it to, and the JVM, failing to, stays on as an
+    orphan (seen with PySpark 4). Started, the JVM ends with this process (at the end of its stdin)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
