@@ -4,10 +4,11 @@ command starts about 3 s sooner.
 Most of a Spark command's start-up is its JVM loading classes: `analyze --engine spark --master local[2]` of a
 0.5 MB capture took 7.3-7.5 s on this 2-core machine, 4.4-4.7 s with the archive. The archive is made once per
 Java and PySpark installation, in the user's cache directory (~180 MB), by a process that the first Spark
-command leaves running in the background. That process starts Spark with -XX:ArchiveClassesAtExit, runs the engine's stages on a small
-synthetic capture, and stops Spark; its JVM writes the archive as it exits (~20 s of one core, once). The archive
-is put in place only when that JVM exited cleanly, since a JVM given a cut archive crashes. A JVM given an
-archive of other classes (another Java or Spark) ignores it, so a stale archive costs only its start-up gain.
+command leaves running in the background. That process starts Spark with -XX:ArchiveClassesAtExit, runs the
+engine's stages on a small synthetic capture, and stops Spark; its JVM writes the archive as it exits (~20 s of
+one core, once). The archive is put in place only when that JVM exited cleanly, since a JVM given a cut archive
+crashes. A JVM given an archive of other classes (another Java or Spark) ignores it, so a stale archive costs
+only its start-up gain.
 
 FETCHTOOL_CACHE_DIR chooses the directory (default: $XDG_CACHE_HOME/fetchtool, else ~/.cache/fetchtool);
 set it to an empty value for no archive.
@@ -96,6 +97,7 @@ def make(path: Path) -> bool:
 
     from .spark import analyze_spark, decode_spark, spark_session
 
+    path.parent.mkdir(parents=True, exist_ok=True)
     _sweep(path)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
