@@ -29,6 +29,20 @@ def dataset(out: Path, name: str) -> pl.DataFrame:
     return pl.read_parquet(out / name / "**" / "*.parquet", hive_partitioning=True)
 
 
+def same_tables(out: Path, embedded: Path, date: str) -> dict[str, int]:
+    """The datasets' exchanges and partitions, row for row the embedded engine's tables: their heights."""
+    heights = {}
+    for table, keys in KEYS.items():
+        got = dataset(out, table)
+        assert got["capture_date"].cast(pl.Utf8).unique().to_list() == [date]
+        got = got.drop("capture_date", "broker_dir").sort(keys)
+        expected = pl.read_parquet(embedded / f"{table}.parquet").sort(keys)
+        assert got.height == expected.height > 0
+        assert got.to_dicts() == expected.to_dicts()
+        heights[table] = got.height
+    return heights
+
+
 def test_decode_datasets_hold_the_embedded_tables_sessions_and_findings(spark, tmp_path):
     capture = CAPTURES / "scenarios" / "eviction-thrash.pcap"
     runner = CliRunner()
@@ -45,15 +59,7 @@ def test_decode_datasets_hold_the_embedded_tables_sessions_and_findings(spark, t
     # partitioned by the capture's date and the broker, as directories any reader takes
     assert [p.relative_to(out / "exchanges").as_posix() for p in (out / "exchanges").glob("*/*")] == [
         "capture_date=2023-11-14/broker_dir=10.0.0.100_9092"]
-    heights = {}
-    for table, keys in KEYS.items():
-        got = dataset(out, table)
-        assert got["capture_date"].cast(pl.Utf8).unique().to_list() == ["2023-11-14"]
-        got = got.drop("capture_date", "broker_dir").sort(keys)
-        expected = pl.read_parquet(tmp_path / "embedded" / f"{table}.parquet").sort(keys)
-        assert got.height == expected.height > 0
-        assert got.to_dicts() == expected.to_dicts()
-        heights[table] = got.height
+    heights = same_tables(out, tmp_path / "embedded", "2023-11-14")
     assert f"wrote {heights['exchanges']} exchanges and {heights['partitions']} partition rows" in res.stderr
 
     sessions = dataset(out, "sessions").sort("created_request_frame")
@@ -75,3 +81,17 @@ def test_decode_datasets_hold_the_embedded_tables_sessions_and_findings(spark, t
                               read_parquet('{out}/findings/**/*.parquet', hive_partitioning = true)
                               WHERE cause = 'evicted' GROUP BY ALL""").fetchall() == [
             (r.broker, str(r.capture_date), r.n) for r in rows]
+
+
+def test_each_broker_of_a_cluster_capture_gets_its_directory_written_by_the_tasks_that_decoded_it(spark, tmp_path):
+    # four brokers, their flows split over stage 1's two tasks: a broker's directory holds a file from each task
+    # that decoded some of its flows, and no row is lost or doubled on the way
+    capture = CAPTURES / "kafka" / "cluster-followers.pcap"
+    runner = CliRunner()
+    for engine, out in ((["--engine", "spark", "--master", "local[2]"], "spark"), ([], "embedded")):
+        res = runner.invoke(app, ["decode", str(capture), *engine, "--out", str(tmp_path / out)])
+        assert res.exit_code == 0, res.output
+    brokers = dataset(tmp_path / "spark", "exchanges").select("broker", "broker_dir").unique().sort("broker")
+    assert brokers.height == 4
+    assert [d.replace("_", ":") for d in brokers["broker_dir"]] == brokers["broker"].to_list()
+    same_tables(tmp_path / "spark", tmp_path / "embedded", "2026-11-24")
