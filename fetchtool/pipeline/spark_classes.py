@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 
 MAKING_FOR_AT_MOST_S = 600  # a marker older than this belongs to a maker that died: another may start
+RETRY_AFTER_S = 24 * 3600  # a maker whose JVM wrote no archive (a Java without class-data sharing) is not retried
+# by every command: only after this long
 
 
 def archive_path() -> Path | None:
@@ -77,6 +79,9 @@ def claim(path: Path) -> bool:
     marker = _marker(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        failed = _failed(path)
+        if failed.exists() and time.time() - failed.stat().st_mtime < RETRY_AFTER_S:
+            return False
         if marker.exists() and time.time() - marker.stat().st_mtime > MAKING_FOR_AT_MOST_S:
             marker.unlink(missing_ok=True)
         os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -87,6 +92,10 @@ def claim(path: Path) -> bool:
 
 def _marker(path: Path) -> Path:
     return path.with_name(path.name + ".making")
+
+
+def _failed(path: Path) -> Path:
+    return path.with_name(path.name + ".failed")
 
 
 def make(path: Path) -> bool:
@@ -100,6 +109,7 @@ def make(path: Path) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     _sweep(path)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    made = False
     try:
         with tempfile.TemporaryDirectory(prefix="fetchtool-classes-") as work:
             capture = Path(work) / "warm-up.pcap"
@@ -114,12 +124,17 @@ def make(path: Path) -> bool:
         if not (clean and tmp.is_file() and tmp.stat().st_size):
             return False
         os.replace(tmp, path)
+        made = True
         for old in path.parent.glob("spark-classes-*.jsa"):  # another Java's or Spark's: never used again
             if old != path:
                 old.unlink(missing_ok=True)
         return True
     finally:
         tmp.unlink(missing_ok=True)
+        if made:
+            _failed(path).unlink(missing_ok=True)
+        else:
+            _failed(path).touch()
         _marker(path).unlink(missing_ok=True)
 
 
@@ -146,7 +161,12 @@ def main(argv: list[str]) -> int:
     if path is None:
         print("no archive: no cache directory (FETCHTOOL_CACHE_DIR), Java or PySpark", file=sys.stderr)
         return 1
-    if not make(path):
+    try:
+        made = make(path)
+    except Exception as exc:  # noqa: BLE001 - e.g. a JVM that will not start with the option: one line
+        print(f"{path}: no class archive: {exc}", file=sys.stderr)
+        return 1
+    if not made:
         print(f"{path}: the JVM did not write its class archive", file=sys.stderr)
         return 1
     print(path)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fetchtool.pipeline.spark_classes import MAKING_FOR_AT_MOST_S, archive_path, claim, java_options
+from fetchtool.pipeline.spark_classes import (MAKING_FOR_AT_MOST_S, RETRY_AFTER_S, archive_path, claim,
+                                              java_options)
 
 pytestmark = pytest.mark.spark
 
@@ -45,6 +46,17 @@ def test_one_maker_at_a_time_unless_the_last_one_died(tmp_path):
     assert claim(path)  # its maker died long ago
     (tmp_path / "file").write_text("")
     assert not claim(tmp_path / "file" / "spark-classes-0.jsa")  # a cache directory that cannot be made
+
+
+def test_a_maker_whose_jvm_wrote_no_archive_is_not_retried_by_every_command(tmp_path):
+    # a Java without class-data sharing writes none: the next commands must not each start a 20 s maker again
+    path = tmp_path / "spark-classes-0.jsa"
+    failed = path.with_name(path.name + ".failed")
+    failed.touch()
+    assert not claim(path)
+    day_ago = time.time() - RETRY_AFTER_S - 1
+    os.utime(failed, (day_ago, day_ago))
+    assert claim(path)  # a day later, one more try
 
 
 @pytest.mark.slow
