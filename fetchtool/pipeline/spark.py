@@ -213,7 +213,7 @@ def _expand(paths, spark=None) -> tuple[list[str], dict[str, str]]:
     out: list[str] = []
     given: dict[str, str] = {}
     for p in map(str, paths):
-        if st.is_uri(p) and not p.startswith("file:"):
+        if st.is_remote(p):
             out.extend(_hadoop_list(p, spark))
             continue
         original = p

@@ -91,8 +91,7 @@ class CountedMeanwhile:
 def counted_meanwhile(paths, master: str | None, spark) -> CountedMeanwhile | None:
     """Counts begun in children when this call will start a local Spark for local files; else None."""
     cores = local_cores(master)
-    if spark is not None or cores is None or any(st.is_uri(str(p)) and not str(p).startswith("file:")
-                                                for p in paths) or not spark_starting():
+    if spark is not None or cores is None or any(st.is_remote(str(p)) for p in paths) or not spark_starting():
         return None
     from .spark import _expand  # noqa: PLC0415 - spark imports this module
 

@@ -221,6 +221,11 @@ def is_uri(f: str) -> bool:
         and head[0].isalpha()
 
 
+def is_remote(f: str) -> bool:
+    """A URI read through Spark's Hadoop filesystems (hdfs://, s3a://, ...): not a local path, nor a file: URI."""
+    return is_uri(f) and not f.startswith("file:")
+
+
 def _error_line(exc: Exception, copy: _LocalCopy, path: str) -> str:
     line = unreadable_line(exc, path) if isinstance(exc, OSError) else unreadable_line(exc)
     return line.replace(copy.tmp, path) if copy.tmp else line
