@@ -439,7 +439,8 @@ def spark_classes() -> Path:
 @pytest.fixture(scope="session")
 def spark_available(spark_classes) -> None:
     """For tests that run Spark in a child process (`fetchtool analyze --engine spark`): pyspark and java are
-    installed, else the test skips (fails under CI), as with the `spark` fixture."""
+    installed (spark_classes checks them; the test skips without them, or fails under CI, as with the `spark`
+    fixture), and the run's class archive is made."""
 
 
 @pytest.fixture(scope="session")

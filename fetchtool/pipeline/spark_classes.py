@@ -109,7 +109,7 @@ def make(path: Path) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     _sweep(path)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    made = False
+    made: bool | None = None  # None: interrupted (Ctrl-C on a maker run in the foreground): no verdict on this Java
     try:
         with tempfile.TemporaryDirectory(prefix="fetchtool-classes-") as work:
             capture = Path(work) / "warm-up.pcap"
@@ -121,19 +121,21 @@ def make(path: Path) -> bool:
             spark.stop()
             proc.stdin.close()  # Spark's gateway exits at the end of its input, writing the archive
             clean = proc.wait(timeout=MAKING_FOR_AT_MOST_S) == 0
-        if not (clean and tmp.is_file() and tmp.stat().st_size):
-            return False
-        os.replace(tmp, path)
-        made = True
-        for old in path.parent.glob("spark-classes-*.jsa"):  # another Java's or Spark's: never used again
-            if old != path:
-                old.unlink(missing_ok=True)
-        return True
+        made = bool(clean and tmp.is_file() and tmp.stat().st_size)
+        if made:
+            os.replace(tmp, path)
+            for old in path.parent.glob("spark-classes-*.jsa"):  # another Java's or Spark's: never used again
+                if old != path:
+                    old.unlink(missing_ok=True)
+        return made
+    except Exception:
+        made = False  # e.g. a JVM that will not start with the option
+        raise
     finally:
         tmp.unlink(missing_ok=True)
         if made:
             _failed(path).unlink(missing_ok=True)
-        else:
+        elif made is False:
             _failed(path).touch()
         _marker(path).unlink(missing_ok=True)
 

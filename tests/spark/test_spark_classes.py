@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fetchtool.pipeline.spark_classes import (MAKING_FOR_AT_MOST_S, RETRY_AFTER_S, archive_path, claim,
+from fetchtool.pipeline.spark_classes import (MAKING_FOR_AT_MOST_S, RETRY_AFTER_S, _sweep, archive_path, claim,
                                               java_options)
 
 pytestmark = pytest.mark.spark
@@ -85,8 +85,6 @@ def test_the_first_spark_command_leaves_a_maker_whose_archive_later_commands_loa
 
 
 def test_a_maker_clears_what_dead_makers_left_but_not_a_living_ones(tmp_path):
-    from fetchtool.pipeline.spark_classes import _sweep
-
     path = tmp_path / "spark-classes-0.jsa"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     left = path.with_name(f"{path.name}.{int(dead.stdout)}.tmp")
