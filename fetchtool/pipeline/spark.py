@@ -163,11 +163,18 @@ JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 def _keep_executor_options(conf, jvm, log_opts: str) -> None:
     """Executor JVM options the user gave (PYSPARK_SUBMIT_ARGS' --conf, spark-defaults.conf: spark-submit made
     them the driver JVM's system properties) are kept, with fetchtool's log configuration after them: setting
-    the key alone would replace them. fetchtool's JIT_OPTIONS follow unless the user's choose -XX: flags."""
+    the key alone would replace them. fetchtool's JIT_OPTIONS follow unless the user's choose -XX: flags. The
+    executors' Python daemon is spark_daemon unless the user named one."""
     given = jvm.java.lang.System.getProperty("spark.executor.extraJavaOptions")
     if given and log_opts not in given:
         conf.set("spark.executor.extraJavaOptions",
                  f"{given} {log_opts}" if "-XX:" in given else f"{given} {log_opts} {JIT_OPTIONS}")
+    if not jvm.java.lang.System.getProperty(DAEMON_KEY):
+        conf.set(DAEMON_KEY, DAEMON_MODULE)
+
+
+# PySpark's daemon, importing an installed PySpark compiled rather than its zips' sources (0.4 s a command)
+DAEMON_KEY, DAEMON_MODULE = "spark.python.daemon.module", "fetchtool.pipeline.spark_daemon"
 
 
 def stage_lines(verbose: bool = False):
