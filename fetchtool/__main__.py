@@ -4,16 +4,15 @@ import gc
 import os
 import sys
 
+from fetchtool import hide_hypothesis
+
 
 def main() -> None:
     # Start-up allocates only what lives as long as the process (modules, classes, the command line): the cyclic
     # collector, which would re-walk it all every few hundred allocations, waits until the command runs
     # (fetchtool.cli re-enables it then). A help screen ends without it.
     gc.disable()
-    # kio registers hypothesis strategies for its types whenever hypothesis is importable: ~90 ms of start-up and
-    # a .hypothesis/ folder left in the user's working directory. The CLI never needs them, so hide hypothesis
-    # from this process before kio is imported.
-    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+    hide_hypothesis()
     try:
         from fetchtool.cli import app, help_drawn  # Ctrl-C during the imports must not print a traceback either
     except KeyboardInterrupt:

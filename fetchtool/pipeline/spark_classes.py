@@ -176,4 +176,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from fetchtool import hide_hypothesis
+
+    hide_hypothesis()  # this process runs in the user's working directory
     sys.exit(main(sys.argv[1:]))

@@ -6,7 +6,8 @@ bytecode, so the daemon and every worker it forks compiled PySpark from source o
 imports took 0.5 s, against 0.15 s compiled, at the start of each command's first job. Where this Python has the
 same release installed (a pip install of pyspark, as `fetchtool[spark]` makes: its zips are copies of the
 installed package), the zips leave the path and the installed, compiled modules are imported; an installation
-whose zips differ from what this Python has keeps them.
+whose zips differ from what this Python has keeps them. The workers also never import hypothesis
+(fetchtool.hide_hypothesis), which left a .hypothesis/ folder in the user's working directory.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def _zipped_version(zip_path: str, package: str) -> bytes | None:
 
 
 if __name__ == "__main__":
+    from fetchtool import hide_hypothesis
+
+    hide_hypothesis()  # before the workers are forked: they inherit it
     sys.path[:] = without_source_zips(sys.path)
     from pyspark.daemon import manager
 

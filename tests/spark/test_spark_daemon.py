@@ -1,5 +1,6 @@
 """The executors' Python daemon imports the installed, compiled PySpark, not the source zips Spark puts first on
-its path (which cost every command ~0.4 s of compiling), and a daemon the user names is still the one run."""
+its path (which cost every command ~0.4 s of compiling), its workers leave nothing in the user's working directory,
+and a daemon the user names is still the one run."""
 
 from __future__ import annotations
 
@@ -83,3 +84,14 @@ def test_a_daemon_the_user_names_is_the_one_run(spark_available, tmp_path):
                          timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip().endswith(os.path.join("pyspark", "daemon.py"))
+
+
+def test_a_spark_command_leaves_nothing_in_the_working_directory(spark_available, tmp_path):
+    # hypothesis is importable here (the tests use it): kio, imported by the workers, would register its
+    # strategies and leave a .hypothesis/ folder in the directory the command was run from
+    capture = Path(__file__).resolve().parents[2] / "captures" / "kafka-python-tansu.pcap"
+    run = subprocess.run([sys.executable, "-m", "fetchtool", "analyze", str(capture), "--engine", "spark",
+                          "--master", "local[1]", "--format", "json"], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert list(tmp_path.iterdir()) == []
