@@ -158,6 +158,9 @@ def _ctrl_c_after():
 
 
 JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# The executors' Python daemon: PySpark's, importing an installed PySpark compiled rather than the source zips
+# Spark puts first on its path (spark_daemon: ~0.4 s a command)
+DAEMON_KEY, DAEMON_MODULE = "spark.python.daemon.module", "fetchtool.pipeline.spark_daemon"
 
 
 def _keep_executor_options(conf, jvm, log_opts: str) -> None:
@@ -171,10 +174,6 @@ def _keep_executor_options(conf, jvm, log_opts: str) -> None:
                  f"{given} {log_opts}" if "-XX:" in given else f"{given} {log_opts} {JIT_OPTIONS}")
     if not jvm.java.lang.System.getProperty(DAEMON_KEY):
         conf.set(DAEMON_KEY, DAEMON_MODULE)
-
-
-# PySpark's daemon, importing an installed PySpark compiled rather than its zips' sources (0.4 s a command)
-DAEMON_KEY, DAEMON_MODULE = "spark.python.daemon.module", "fetchtool.pipeline.spark_daemon"
 
 
 def stage_lines(verbose: bool = False):
