@@ -81,7 +81,7 @@ class Fit:
             yield from self.cards()
 
     def table(self) -> Table:
-        t = Table(title=self.title, caption=self.caption)
+        t = Table(title=self.title, caption=self.caption, caption_justify="left")  # a wrapped note reads from its edge
         for c, w in zip(self.cols, self.natural()):
             if c.prose:
                 t.add_column(c.name, overflow="fold", min_width=min(w, PROSE_MIN))
