@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+from fetchtool.analysis.diagnosis.partition_codes import name_of
 from fetchtool.replay.clients import AS_CAPTURED, ClientModel, effective_behaviour
 from fetchtool.replay.plan import REQUEST, SESSION, ClientStream, ReplayPlan, every_read, step_starts
 from fetchtool.replay.simulate import CapturedSessionIds, SimConfig
@@ -545,7 +546,7 @@ def _notes(run: ReplayRun) -> None:
         _leader_epoch_note(run, partition_errors)
 
 
-LEADER_EPOCH_ERRORS = {74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH"}
+LEADER_EPOCH_ERRORS = (74, 75)  # FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
 
 
 def _leader_epoch_note(run: ReplayRun, partition_errors: Counter[int]) -> None:
@@ -557,7 +558,7 @@ def _leader_epoch_note(run: ReplayRun, partition_errors: Counter[int]) -> None:
     if not codes:
         return
     captured = sum((run.captured_partition_errors or {}).values(), Counter())
-    names = " and ".join(f"{LEADER_EPOCH_ERRORS[c]} ({c})" for c in codes)
+    names = " and ".join(f"{name_of(c)} ({c})" for c in codes)
     whose = "the embedded broker's leaders are all at epoch 0" if run.options.broker is None else \
         f"{run.target}'s leaders have epochs of their own"
     run.notes.append(f"{names}{'' if any(captured.get(c) for c in codes) else ', none of them captured'}: each "
