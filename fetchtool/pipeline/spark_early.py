@@ -53,9 +53,10 @@ class CountedMeanwhile:
     @classmethod
     def start(cls, files: list[str], given: dict[str, str], cores: int) -> CountedMeanwhile:
         children = []
+        n = min(cores, len(files))
         try:
-            for k in range(min(cores, len(files))):
-                idxs = list(range(k, len(files), min(cores, len(files))))  # rotated pieces are of one size
+            for k in range(n):
+                idxs = list(range(k, len(files), n))  # every n-th file: rotated pieces are of one size
 
                 def count(_fd: int, idxs=idxs) -> list[tuple]:
                     return [st.count_packets(i, files[i]) for i in idxs]
