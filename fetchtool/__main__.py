@@ -1,7 +1,9 @@
 """The `fetchtool` console entry point (also `python -m fetchtool` and `python -m fetchtool.cli`)."""
 
+import atexit
 import gc
 import os
+import signal
 import sys
 
 from fetchtool import hide_hypothesis
@@ -13,6 +15,9 @@ def main() -> None:
     # (fetchtool.cli re-enables it then). A help screen ends without it.
     gc.disable()
     hide_hypothesis()
+    # Registered first, so run last: after the command and the other exit handlers (thread joins, PySpark's JVM
+    # kill), which a Ctrl-C still interrupts.
+    atexit.register(_ctrl_c_over)
     try:
         from fetchtool.cli import app, help_drawn  # Ctrl-C during the imports must not print a traceback either
     except KeyboardInterrupt:
@@ -24,6 +29,14 @@ def main() -> None:
         if help_drawn() and isinstance(exc.code, int):
             _end_after_help(exc.code)
         raise
+
+
+def _ctrl_c_over() -> None:
+    """The command is over and its output out: a Ctrl-C during the interpreter's teardown is ignored, and the
+    command's own exit status stands. Python resets a handled SIGINT to the default action for its teardown, so a
+    Ctrl-C in that last tenth of a second (a Spark driver's) killed the finished command (exit -2)."""
+    if signal.getsignal(signal.SIGINT) is not None:  # (None: a handler Python did not install; left as it is)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _end_after_help(code: int) -> None:
