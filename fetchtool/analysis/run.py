@@ -262,7 +262,9 @@ class AnalysisPass:
     def connection_ended(self, conn: int) -> None:
         """Connection ``conn`` closed and every item of it has been fed (decoder.DecodeRun.ended): what was kept
         for it alone is folded into the counts (memory bounded by open connections, not by connections seen).
-        The report is the same with or without these calls."""
+        The tracker's and findings' report is the same with or without these calls; the savings estimate's is
+        not: its models are per client ip:port, and a port's next connection is a new stream once this one
+        ended (SavingsEstimator.connection_ended)."""
         broker = self.tracker.connection_ended(conn)
         if broker is not None:
             self.engine.session_use.connection_ended(broker, conn)
@@ -358,8 +360,9 @@ def _analyze(items: Iterable, files: Iterable[str], cache_slots: int | None, cac
 
 
 def draining(items: Iterable, ended: list[int] | None, on_end: Callable[[int], None]) -> Iterator:
-    """`items`, each after ``on_end(conn)`` for every connection that ended before it (``ended``: the decode run's
-    list, decoder.DecodeRun.ended, drained as the items come; None: no ends to tell)."""
+    """`items`, each after ``on_end(conn)`` for every connection that ended before it, and then the connections
+    that ended after the last (``ended``: the decode run's list, decoder.DecodeRun.ended, drained as the items
+    come; None: no ends to tell). The Spark engine's stages hear of the same ends in the same places."""
     if ended is None:
         yield from items
         return
@@ -369,6 +372,9 @@ def draining(items: Iterable, ended: list[int] | None, on_end: Callable[[int], N
                 on_end(conn)
             ended.clear()
         yield it
+    for conn in ended:
+        on_end(conn)
+    ended.clear()
 
 
 def _analyzed(run: AnalysisPass, items: Iterator, files: Iterable[str], decode_report, ended: list[int] | None,

@@ -21,7 +21,7 @@ from fetchtool.exchange import FETCH, FETCH_SNAPSHOT, Exchange
 from fetchtool.sessions.metadata import FINAL_EPOCH, INITIAL_EPOCH, FetchMetadata, next_epoch
 
 from fetchtool.analysis.diagnosis.occupancy import Occupancy
-from fetchtool.analysis.tracking.connections import ConnectionState
+from fetchtool.analysis.tracking.connections import ClosedConnection, ConnectionState
 from fetchtool.analysis.tracking.steps import StepLog
 from fetchtool.analysis.tracking.steps import append as append_step
 from fetchtool.analysis.tracking.steps import count as count_steps
@@ -210,7 +210,7 @@ class TrackedBroker:
         self.cache_events = CacheLog()  # what each exchange did to the broker's cache (analysis.shadow)
         self.max_live = 0  # most sessions cached at once, from the shadow cache (set when the analysis ends)
         self.occupancy: Occupancy | None = None  # its live sessions over time (analysis.diagnosis.occupancy), set with max_live
-        self.connections: dict[int, ConnectionState] = {}  # by connection id (analysis.connections)
+        self.connections: dict[int, ConnectionState | ClosedConnection] = {}  # by id (analysis.connections)
 
     def cache_event(self, t: float | None, kind: int, session_id: int, size: int, privileged: bool,
                     key=None) -> None:
@@ -280,7 +280,7 @@ class SessionTracker:
             client.errors[ex.error_code] += 1
             broker.errors[ex.error_code] += 1
         cs = broker.connections.get(ex.conn)
-        if cs is None:
+        if type(cs) is not ConnectionState:  # its first exchange (a closed connection has none after its end)
             cs = broker.connections[ex.conn] = ConnectionState(ex.conn, ex.client, ex.client_id, ex.ts or 0.0)
         cs.seen(ex.ts, ex.response_ts, ex.response_frame is not None, ex.request_frame, ex.max_wait_ms)
         prev_conn = client.conns.get(ex.broker)
@@ -526,13 +526,14 @@ class SessionTracker:
 
     def connection_ended(self, conn: int) -> str | None:
         """A closed connection (decoder.DecodeRun.ended) with nothing in flight can never be one of a lost
-        broker's cut connections (connections.broker_losses): its state goes (memory). Returns the connection's
-        broker (None: no exchange of it was fed)."""
+        broker's cut connections (connections.broker_losses), but its answers still tell when the broker was
+        alive: it shrinks to those (memory), in its place. Returns the connection's broker (None: no exchange of
+        it was fed)."""
         for broker in self.brokers.values():
             cs = broker.connections.get(conn)
             if cs is not None:
-                if not cs.in_flight:
-                    del broker.connections[conn]
+                if not cs.in_flight and type(cs) is ConnectionState:
+                    broker.connections[conn] = ClosedConnection(cs)
                 return broker.broker
         return None
 
