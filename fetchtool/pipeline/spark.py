@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -188,6 +189,11 @@ def stage_lines(verbose: bool = False):
     return say
 
 
+def _tasks(count: int, cpu_s: Iterable[float]) -> str:
+    """A stage's tasks for its progress line: "(4 tasks, 6.1 CPU-s)"."""
+    return f"({count:,} task{'s' if count != 1 else ''}, {sum(cpu_s):.1f} CPU-s)"
+
+
 def _tail(log) -> str:
     if log is None:
         return ""
@@ -334,7 +340,7 @@ class _Decoded:
         facts.sort(key=lambda f: f.task)
         t2 = time.perf_counter()
         say(f"decoded {sum(f.flows for f in facts):,} TCP flows, {sum(f.exchanges for f in facts):,} exchanges "
-            f"in {t2 - t1:.1f} s ({len(plans)} tasks, CPU s: {' '.join(f'{f.cpu_s:.1f}' for f in facts)})")
+            f"in {t2 - t1:.1f} s {_tasks(len(plans), (f.cpu_s for f in facts))}")
         if timings is not None:
             timings["files_and_counts_s"] = t1 - t0
             timings["segments_reassembly_decode_s"] = t2 - t1
@@ -458,15 +464,14 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
         maybe.update(f.sessionless)
         counts.update(f.brokers)
     together = sum(maybe.values()) * SESSIONLESS_SHARE <= sum(groups.values())
-    n = max(1, min(len(groups), 4 * d.cores))
+    n_savings = max(1, min(len(groups), 4 * d.cores))
     exchanges = d.items.filter(F.col("client").isNotNull())
     if len(groups) <= 64:
-        slots = st.broker_slots(Counter({f"{b}\n{c}": k for (b, c), k in work.items()}), n)
+        slots = st.broker_slots(Counter({f"{b}\n{c}": k for (b, c), k in work.items()}), n_savings)
         keyed = exchanges.withColumn("slot", _lookup(F.concat_ws("\n", "broker", "client"), slots))
-        spread = keyed.repartition(n, "slot").drop("slot")
+        spread = keyed.repartition(n_savings, "slot").drop("slot")
     else:
-        spread = exchanges.repartition(n, "broker", "client")
-    n_savings = n
+        spread = exchanges.repartition(n_savings, "broker", "client")
 
     def savings_stage(batches):
         return st.savings_stage(conn_ids.value, names.value, savings_of)(batches)
@@ -474,9 +479,9 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
     savings_df = map_in_arrow(spread.sortWithinPartitions("broker", "client", *st.SORT_KEY), savings_stage,
                               st.RESULT_SCHEMA)
     # One partition per broker (as many as there are cores, at most): a broker is one ordered pass.
-    n = max(1, min(len(counts), 4 * d.cores))
-    keyed = d.items.withColumn("slot", _lookup(F.col("broker"), st.broker_slots(counts, n)))
-    by_broker = keyed.repartition(n, "slot").sortWithinPartitions("broker", *st.SORT_KEY).drop("slot")
+    n_brokers = max(1, min(len(counts), 4 * d.cores))
+    keyed = d.items.withColumn("slot", _lookup(F.col("broker"), st.broker_slots(counts, n_brokers)))
+    by_broker = keyed.repartition(n_brokers, "slot").sortWithinPartitions("broker", *st.SORT_KEY).drop("slot")
 
     def brokers_df(per_pair, sessionless):
         def stage(batches):
@@ -498,19 +503,21 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
                        key=lambda kec: kec[0])  # merged in order of first sight, as one pass fills its dicts
     savings = [e for _k, e, _c in estimates]
     t1 = time.perf_counter()
-    pairs = f"the savings of {len(groups):,} client-broker pair{'s' if len(groups) != 1 else ''}"
-    savings_cpu = f"{sum(c for _k, _e, c in estimates):.1f}"
+    # Each line fits 80 columns whatever the task count: the tasks' CPU seconds summed, not listed.
+    pairs = f"{len(groups):,} client-broker " + ("pairs'" if len(groups) != 1 else "pair's")
+    when = "alongside" if together else f"in {t1 - t:.1f} s"
+    estimated = f"estimated {pairs} savings {when} {_tasks(n_savings, (c for _k, _e, c in estimates))}"
     if not together:
         if progress:
-            progress(f"estimated {pairs} in {t1 - t:.1f} s ({n_savings} tasks, CPU s: {savings_cpu})")
+            progress(estimated)
         rows = brokers_df(merged_savings(savings).per_pair, None).collect()
     parts = [pickle.loads(r["part"]) for r in rows if r["what"] == "broker"]
     t2 = time.perf_counter()
     if progress:
-        brokers = f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''}"
-        cpu = " ".join(f"{p.cpu_s:.1f}" for p in parts)
-        progress(f"{brokers} and estimated {pairs} in {t2 - t:.1f} s ({len(parts)} + {n_savings} tasks, CPU s: "
-                 f"{cpu} + {savings_cpu})" if together else f"{brokers} in {t2 - t1:.1f} s (CPU s: {cpu})")
+        progress(f"analysed {len(parts):,} broker{'s' if len(parts) != 1 else ''} in {t2 - (t if together else t1):.1f}"
+                 f" s {_tasks(n_brokers, (p.cpu_s for p in parts))}")
+        if together:
+            progress(estimated)
     analysis = filtered(merge(parts, d.report, cache_slots, cache_shards, savings), client, broker)
     conn_ids.unpersist()
     names.unpersist()

@@ -59,7 +59,7 @@ def test_a_sessionless_client_is_named_however_the_savings_are_scheduled(spark, 
     monkeypatch.setattr(engine, "SESSIONLESS_SHARE", share)
     lines: list[str] = []
     assert render(analyze_spark(captures, spark=spark, progress=lines.append)) == render(expected)
-    together = [line for line in lines if line.startswith("analysed 2 brokers and estimated the savings of 2 ")]
+    together = [line for line in lines if line.startswith("estimated 2 client-broker pairs' savings alongside ")]
     assert len(together) == (1 if share == 0 else 0), lines
 
 
@@ -130,9 +130,11 @@ def test_cli_analyze_with_the_spark_engine(spark):
     verbose = runner.invoke(app, ["analyze", str(capture), "--format", "json", "--engine", "spark",
                                   "--master", "local[2]", "--verbose"])
     assert verbose.stdout == polars_out.stdout
-    stages = [line.split(" in ")[0] for line in verbose.stderr.splitlines() if line.startswith("spark: ")]
+    said = [line for line in verbose.stderr.splitlines() if line.startswith("spark: ")]
+    stages = [line.split(" in ")[0].split(" alongside")[0] for line in said]
     assert stages == ["spark: read 1 file (1 capture)", "spark: decoded 2 TCP flows, 5 exchanges",
-                      "spark: analysed 1 broker and estimated the savings of 1 client-broker pair"]
+                      "spark: analysed 1 broker", "spark: estimated 1 client-broker pair's savings"]
+    assert all(len(line) <= 80 for line in said), said  # one line each in an 80-column terminal
 
 
 def test_asking_for_spark_without_pyspark_is_a_one_line_error():
