@@ -1,9 +1,10 @@
 """A session storm capture: one client opens N fetch sessions, one per connection, and prints what it wrote.
 
     python benchmarks/session_storm.py /tmp/storm.pcap [--sessions 100000] [--incremental 0.5] [--seed 18]
+        [--ports 64512]
 
-Each connection (client 10.1.0.5, a new ephemeral port each time, ports reused after ~64,000 connections as a
-real host's are; broker 10.2.0.1:9092): TCP handshake, a full Fetch v12 (session 0, epoch 0) of a few
+Each connection (client 10.1.0.5, a new ephemeral port each time, ports reused after 64,512 connections as a
+real host's are, or after --ports; broker 10.2.0.1:9092): TCP handshake, a full Fetch v12 (session 0, epoch 0) of a few
 partitions answered with a new session id, then (for the `--incremental` share) one incremental fetch with
 epoch 1, then FIN from both sides. Real wire bytes: Ethernet/IPv4/TCP written with fetchtool's PcapWriter and
 TcpConversation, bodies encoded by fetchtool.protocol.codec; tshark 4.4 decodes every Fetch of it.
@@ -49,7 +50,7 @@ def _request(corr: int, session_id: int, epoch: int, parts: list[int], offsets: 
 
 
 def generate(path: str | Path, sessions: int = 100_000, incremental: float = 0.5, seed: int = 18,
-             partitions: int = 3) -> dict:
+             partitions: int = 3, ports: int = 64_512) -> dict:
     """Write the capture; returns the truth (what a report should count)."""
     rng = random.Random(seed)
     truth = {"connections": 0, "sessions": 0, "exchanges": 0, "full_fetches": 0, "incremental_fetches": 0,
@@ -58,7 +59,7 @@ def generate(path: str | Path, sessions: int = 100_000, incremental: float = 0.5
     ts = 1_700_000_000.0
     with PcapWriter(str(path), LINKTYPE_ETHERNET, nanosecond=True) as out:
         for i in range(sessions):
-            port = 1024 + i % 64_512
+            port = 1024 + i % ports
             conv = TcpConversation(out, Endpoint(CLIENT_HOST, port), BROKER, segment_size=1448,
                                    client_isn=rng.getrandbits(32), server_isn=rng.getrandbits(32), step=20e-6)
             ts = conv.handshake(ts)
@@ -87,9 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", type=int, default=100_000)
     ap.add_argument("--incremental", type=float, default=0.5, help="share of connections that fetch again (0-1)")
     ap.add_argument("--seed", type=int, default=18)
+    ap.add_argument("--ports", type=int, default=64_512, help="client ports, each used again after this many "
+                                                               "connections")
     args = ap.parse_args(argv)
     started = time.perf_counter()
-    truth = generate(args.out, args.sessions, args.incremental, args.seed)
+    truth = generate(args.out, args.sessions, args.incremental, args.seed, ports=args.ports)
     took = time.perf_counter() - started
     print(f"{args.out}: {args.out.stat().st_size / 1e6:,.1f} MB, {truth['connections']:,} connections, "
           f"{truth['exchanges']:,} Fetch exchanges, written in {took:.1f} s", file=sys.stderr)

@@ -359,10 +359,7 @@ class _Decoded:
                 fs.stats.nothing_read(names[idx]) for idx, fs in sorted(stats.items()) if idx not in failed]
             decoded.unpersist()
             raise CaptureError(msgs[0] if len(msgs) == 1 else f"{msgs[0]} (and {len(msgs) - 1} more)")
-        # Run-wide connection ids: in order of each connection's first stream event, as one sequential decode.
-        self.conn_ids = {(task, local): gid for gid, (_s, _f, task, local) in
-                         enumerate(sorted((f.set_idx, frame, f.task, local) for f in facts for frame, local in f.conns),
-                                  1)}
+        self.conn_ids = st.run_wide_ids(facts)
         known: dict[str, dict[str, tuple[str, tuple[int, int]]]] = {}
         for f in facts:
             for broker, topic_id, name, frame in f.names:
@@ -371,6 +368,7 @@ class _Decoded:
                     learnt[topic_id] = (name, (f.set_idx, frame))
         self.names = known
         self.items = decoded.filter(F.col("kind") == "item")
+        self.items_and_ends = decoded.filter(F.col("kind") != "facts")  # what the analysis reads
         self.decoded = decoded
         self.facts = facts
         self.cores = cores
@@ -465,7 +463,7 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
         counts.update(f.brokers)
     together = sum(maybe.values()) * SESSIONLESS_SHARE <= sum(groups.values())
     n_savings = max(1, min(len(groups), 4 * d.cores))
-    exchanges = d.items.filter(F.col("client").isNotNull())
+    exchanges = d.items_and_ends.filter(F.col("client").isNotNull())
     if len(groups) <= 64:
         slots = st.broker_slots(Counter({f"{b}\n{c}": k for (b, c), k in work.items()}), n_savings)
         keyed = exchanges.withColumn("slot", _lookup(F.concat_ws("\n", "broker", "client"), slots))
@@ -480,7 +478,7 @@ def _analyze(spark, d: _Decoded, cache_slots, cache_shards, client, broker, timi
                               st.RESULT_SCHEMA)
     # One partition per broker (as many as there are cores, at most): a broker is one ordered pass.
     n_brokers = max(1, min(len(counts), 4 * d.cores))
-    keyed = d.items.withColumn("slot", _lookup(F.col("broker"), st.broker_slots(counts, n_brokers)))
+    keyed = d.items_and_ends.withColumn("slot", _lookup(F.col("broker"), st.broker_slots(counts, n_brokers)))
     by_broker = keyed.repartition(n_brokers, "slot").sortWithinPartitions("broker", *st.SORT_KEY).drop("slot")
 
     def brokers_df(per_pair, sessionless):

@@ -76,6 +76,9 @@ class PairsOnly:
     def feed(self, ex) -> None:
         return None
 
+    def connection_ended(self, conn: int) -> None:
+        return None
+
 
 class SessionlessPairs:
     """In place of the SavingsEstimator when the savings are estimated apart and at the same time (per client:
@@ -96,6 +99,10 @@ class SessionlessPairs:
                 model = self.models[client] = SavingsEstimator(only=self.savings_of)
             model.feed(ex)
 
+    def connection_ended(self, conn: int) -> None:
+        for model in self.models.values():
+            model.connection_ended(conn)
+
     @property
     def per_pair(self) -> dict:
         return {k: v for m in self.models.values() for k, v in m.per_pair.items()}
@@ -108,6 +115,8 @@ def estimate_savings(items, savings_of=None) -> SavingsEstimator:
     for _key, it in items:
         if isinstance(it, Exchange):
             savings.feed(it)
+        elif type(it) is int:  # a connection's end (spark_stages.finished_items)
+            savings.connection_ended(it)
     savings.drop_models()  # the driver's merge reads only the sums
     return savings
 
@@ -115,7 +124,7 @@ def estimate_savings(items, savings_of=None) -> SavingsEstimator:
 def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, cache_shards=None,
                    savings_of=None, per_pair: dict | None = None, sessionless: Iterable[str] | None = None
                    ) -> BrokerPart:
-    """items: (sort key, Exchange | OrphanResponse) of one broker, in request order. ``savings_of``: which
+    """items: (sort key, Exchange | OrphanResponse | a connection's end) of one broker, in request order. ``savings_of``: which
     exchanges the savings count (fetchtool.analysis.run.savings_filter; None: all). ``per_pair``: the savings
     were estimated apart (estimate_savings): their per-pair sums, for the findings; the part has no savings.
     ``sessionless``: the savings are being estimated apart, and these clients ("host|client id") of the broker
@@ -132,6 +141,9 @@ def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, 
     first_key = None
     files: dict = {}
     for key, it in items:
+        if type(it) is int:  # a connection's end (spark_stages.finished_items), where one sequential pass has it
+            run.connection_ended(it)
+            continue
         if first_key is None:
             first_key = key
         n_sessions = len(sessions)

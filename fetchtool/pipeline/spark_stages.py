@@ -53,15 +53,20 @@ from fetchtool.protocol.connection import OrphanResponse
 from fetchtool.protocol.report import DecodeReport
 from fetchtool.sessions.metadata import FINAL_EPOCH
 
-# Stage 1's rows. `kind` is "item" (one Exchange / OrphanResponse) or "facts" (one per task); `client` is an
-# exchange's "host|client id" (the savings are estimated per broker and client), None for an orphan response. The sort key of an
-# item is (set, frame, task, conn, corr, seq): frame is the request frame (a response's frame for an orphan),
-# conn the task-local connection id (the driver maps (task, conn) to the run-wide id), seq the order in which
-# the decoder gave it (ties of one frame, connection and correlation id).
+# Stage 1's rows. `kind` is "item" (one Exchange / OrphanResponse), "end" (a connection's end) or "facts" (one per
+# task); `client` is an exchange's "host|client id" (the savings are estimated per broker and client), None for an
+# orphan response. The sort key of an item is (set, frame, task, conn, corr, seq): frame is the request frame (a
+# response's frame for an orphan), conn the task-local connection id (the driver maps (task, conn) to the
+# run-wide id), seq the order in which the decoder gave it (ties of one frame, connection and correlation id).
+# An end row sorts where one sequential decode tells the consumers that the connection ended (decoder.DecodeRun
+# .ended: after every item of it, at the frame that closed it): frame = that frame, corr = END_CORR; one row for
+# each (broker, client) its kept exchanges had, no blob. The savings estimate needs them: its models are per
+# client ip:port, and a port used again by a later connection is a new client stream only once the first ended.
 ITEM_COLUMNS = ("kind", "broker", "client", "set", "frame", "task", "conn", "corr", "seq", "blob")
 ITEM_SCHEMA = ("kind string, broker string, client string, set int, frame long, task int, conn int, corr int, "
                "seq long, blob binary")
 SORT_KEY = ("set", "frame", "task", "conn", "corr", "seq")
+END_CORR = (1 << 31) - 1  # after every correlation id of the connection's items at the closing frame
 BATCH_ROWS = 4096  # rows per Arrow batch a stage yields, at most
 # Stage 1's item batches are also cut at this many bytes of items: the JVM caches a batch as it arrives, so a
 # task's items are cached while it decodes the next ones, not all after its last row (by rows alone, a task of a
@@ -375,7 +380,10 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     report = DecodeReport()
     now = [0]
     firsts: list[int] = []
-    seen: set[int] = set()
+    seen: dict[int, int] = {}  # the reassembler's connection id -> decode_events' (task-local) one
+    closed_at: dict[int, int] = {}  # task-local connection id -> the frame that closed it
+    ended: list[int] = []  # decode_events' connection ends, drained before each item
+    kept_pairs: dict[int, set] = {}  # task-local connection id -> (broker, client) of its kept items
     learnt: list = []
     software = report.client_software
     named: list = []  # (client, frame): where this task's clients named their software
@@ -385,9 +393,12 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
 
     def _first(ev):
         # decode_events numbers connections in order of their first data/gap event: remember where that was.
-        if not isinstance(ev, ConnectionClosed) and ev.conn not in seen:
-            seen.add(ev.conn)
+        if isinstance(ev, ConnectionClosed):
+            if ev.conn in seen:
+                closed_at[seen[ev.conn]] = ev.frame
+        elif ev.conn not in seen:
             firsts.append(ev.frame)
+            seen[ev.conn] = len(firsts)
 
     def _software():
         # The report's client_software is in the order one sequential decode learns it: remember where.
@@ -430,7 +441,16 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
     sessionless: Counter = Counter()
     entries: Counter = Counter()
     seq = 0
-    for it in decode_events(events(), plan.label, ports, report, _Names(now, learnt)):
+
+    def ends():
+        for conn in ended:
+            for broker, client in sorted(kept_pairs.pop(conn, ()), key=lambda bc: (bc[0], bc[1] or "")):
+                yield ("end", broker, client, plan.set_idx, closed_at[conn], plan.task, conn, END_CORR, seq, b"")
+        ended.clear()
+
+    for it in decode_events(events(), plan.label, ports, report, _Names(now, learnt), ended):
+        if ended:
+            yield from ends()
         kept = window is None or window.keeps(it)
         if isinstance(it, Exchange):
             exchanges += 1
@@ -452,9 +472,11 @@ def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> It
                     sessionless[(it.broker, client)] += 1
                 entries[(it.broker, client)] += (len(it.request_partitions) + len(it.forgotten_partitions)
                                                  + len(it.response_partitions or ()))
+            kept_pairs.setdefault(it.conn, set()).add((it.broker, client))
             yield ("item", it.broker, client, plan.set_idx, frame, plan.task, it.conn, it.correlation_id, seq,
                    item_blob(it))
         seq += 1
+    yield from ends()
     facts = TaskFacts(plan.task, plan.set_idx, [(frame, i) for i, frame in enumerate(firsts, 1)], learnt, named,
                       report, last, last_kept, files, exchanges, len(flows), time.process_time() - cpu, brokers, groups, entries,
                       sessionless)
@@ -482,6 +504,13 @@ def decode_stage(plans: list[TaskPlan], ports: frozenset[int] | None, window=Non
 
 
 # -- between stage 1 and 2: run-wide connection ids and topic names ------------------------------------------
+def run_wide_ids(facts: Iterable[TaskFacts]) -> dict[tuple[int, int], int]:
+    """(task, task-local connection id) -> the run-wide id: in order of each connection's first stream event, as
+    one sequential decode numbers them."""
+    firsts = sorted((f.set_idx, frame, f.task, local) for f in facts for frame, local in f.conns)
+    return {(task, local): gid for gid, (_s, _f, task, local) in enumerate(firsts, 1)}
+
+
 def finish_item(it, set_idx: int, gid: int, names: dict):
     """The item with its run-wide connection id and the topic names other connections taught."""
     if isinstance(it, Exchange):
@@ -535,14 +564,16 @@ def finished_item(blob: bytes, set_idx: int, gid: int, names: dict):
 
 
 def finished_items(batches, conn_ids: dict, names: dict) -> Iterator[tuple[str, tuple, object]]:
-    """Stage 1's item rows (Arrow batches, in order) -> (broker, run-wide sort key, finished item)."""
+    """Stage 1's item and end rows (Arrow batches, in order) -> (broker, run-wide sort key, finished item, or for
+    an end row the connection's run-wide id: an int, as between the items of a decode in a child)."""
     for batch in batches:
         cols = batch.to_pydict()
-        for broker, set_idx, frame, task, conn, corr, seq, blob in zip(
-                cols["broker"], cols["set"], cols["frame"], cols["task"], cols["conn"], cols["corr"], cols["seq"],
-                cols["blob"]):
+        for kind, broker, set_idx, frame, task, conn, corr, seq, blob in zip(
+                cols["kind"], cols["broker"], cols["set"], cols["frame"], cols["task"], cols["conn"], cols["corr"],
+                cols["seq"], cols["blob"]):
             gid = conn_ids[(task, conn)]
-            yield broker, (set_idx, frame, gid, corr, seq), finished_item(blob, set_idx, gid, names)
+            yield broker, (set_idx, frame, gid, corr, seq), gid if kind == "end" else finished_item(blob, set_idx,
+                                                                                                  gid, names)
 
 
 def spark_hash_int(value: int, seed: int = 42) -> int:

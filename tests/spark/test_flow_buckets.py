@@ -106,8 +106,9 @@ def test_a_task_hands_its_items_over_in_batches_of_about_a_megabyte_while_it_dec
     biggest = max(len(row[-1]) for row in rows)
     assert len(batches) > 5
     assert all(64 << 10 <= size < (64 << 10) + biggest for size in sizes[:-1])
-    def same(rows):  # items compared decoded (marshal's bytes depend on reference counts); the facts row last
-        return [(*r[:-1], item_of(r[-1])) for r in rows[:-1]], rows[-1][0]
+    def same(rows):  # items compared decoded (marshal's bytes depend on reference counts; an end row has none);
+        # the facts row last
+        return [(*r[:-1], item_of(r[-1]) if r[0] == "item" else r[-1]) for r in rows[:-1]], rows[-1][0]
 
     assert same([tuple(r.values()) for b in batches for r in b.to_pylist()]) == same(rows)
 
@@ -124,9 +125,47 @@ def test_a_tasks_facts_weigh_each_client_broker_pair_by_its_partition_entries_no
     rows = list(decode_task(plan, None))
     facts = pickle.loads(rows[-1][-1])
     entries: Counter = Counter()
-    for it in (item_of(r[-1]) for r in rows[:-1]):
+    for it in (item_of(r[-1]) for r in rows[:-1] if r[0] == "item"):
         if isinstance(it, Exchange):
             entries[(it.broker, savings_client(it))] += 1 + len(it.request_partitions) + len(
                 it.forgotten_partitions) + len(it.response_partitions or ())
     assert facts.work() == entries
     assert len(set(facts.work().values())) > 1 and facts.work() != facts.groups
+
+
+def test_end_rows_sort_where_one_sequential_decode_ends_each_connection():
+    # The savings estimate hears of a connection's end between the same two items in both engines: the embedded
+    # run lists it in DecodeRun.ended, stage 1 writes an end row that the later stages' sort puts in that place.
+    # A real broker restart (connections end mid-capture), decoded by three flow buckets.
+    import pickle
+
+    import pyarrow as pa
+
+    from fetchtool.decoder import decode_capture
+    from fetchtool.pipeline.spark_stages import ITEM_COLUMNS, SORT_KEY, finished_items, run_wide_ids
+
+    capture = CAPTURES / "kafka" / "java-broker-restart.pcap"
+    run = decode_capture([str(capture)], None, in_child=False)
+    expected: list = []
+    had_items: set = set()
+    for it in run:
+        expected.extend(("end", conn) for conn in run.ended)
+        run.ended.clear()
+        expected.append(("item", it.conn, it.correlation_id))
+        had_items.add(it.conn)
+    expected.extend(("end", conn) for conn in run.ended)
+    expected = [e for e in expected if e[0] == "item" or e[1] in had_items]  # only those are told (stage 1)
+    assert sum(e[0] == "end" for e in expected) >= 5
+
+    rows, facts = [], []
+    for bucket in range(3):
+        plan = TaskPlan(bucket, 0, bucket, 3, ((0, str(capture), 0),), capture.name, 10**9, 2e9)
+        *task_rows, last = decode_task(plan, None)
+        rows.extend(task_rows)
+        facts.append(pickle.loads(last[-1]))
+    index = [ITEM_COLUMNS.index(c) for c in SORT_KEY]
+    rows.sort(key=lambda r: [r[i] for i in index])  # as stage 2 sorts them
+    batch = pa.RecordBatch.from_pylist([dict(zip(ITEM_COLUMNS, r)) for r in rows])
+    got = [("end", it) if type(it) is int else ("item", it.conn, it.correlation_id)
+           for _b, _key, it in finished_items([batch], run_wide_ids(facts), {})]
+    assert got == expected

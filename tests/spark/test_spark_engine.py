@@ -32,7 +32,8 @@ from capture_files import split_pcap
 
 pytestmark = pytest.mark.spark
 
-CAPTURES = Path(__file__).resolve().parents[2] / "captures"
+REPO = Path(__file__).resolve().parents[2]
+CAPTURES = REPO / "captures"
 REAL = sorted(p for p in CAPTURES.glob("*.pcap*"))
 SCENARIOS = sorted((CAPTURES / "scenarios").glob("*.pcap"))
 
@@ -61,6 +62,23 @@ def test_a_sessionless_client_is_named_however_the_savings_are_scheduled(spark, 
     assert render(analyze_spark(captures, spark=spark, progress=lines.append)) == render(expected)
     together = [line for line in lines if line.startswith("estimated 2 client-broker pairs' savings alongside ")]
     assert len(together) == (1 if share == 0 else 0), lines
+
+
+@pytest.mark.parametrize("share", [0, 10**9], ids=["brokers-estimate-their-sessionless-pairs", "savings-first"])
+def test_a_port_used_again_by_a_later_connection_starts_a_new_client_stream(spark, monkeypatch, tmp_path, share):
+    # A client opens a session per connection, 300 times, its ephemeral ports wrapping after 100 (as a busy
+    # host's do after ~64,000). The savings model is per client ip:port: the embedded engine starts afresh on a
+    # port's next connection because it heard the last one end. The Spark engine hears of it too (stage 1's end
+    # rows); before, the next connection continued the last one's model, and its new session read as churn.
+    from fetchtool.pipeline import spark as engine
+
+    capture = tmp_path / "storm.pcap"
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "session_storm.py"), str(capture), "--sessions", "300",
+                    "--ports", "100"], check=True, capture_output=True)
+    expected = analyze_capture([capture])
+    assert report(expected)["savings"]["total"]["lost_by_cause"] == {"session_start": 0}
+    monkeypatch.setattr(engine, "SESSIONLESS_SHARE", share)
+    assert render(analyze_spark([capture], spark=spark)) == render(expected)
 
 
 def test_the_given_cache_size_shapes_both_reports_alike(spark):
