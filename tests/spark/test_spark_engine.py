@@ -81,6 +81,24 @@ def test_a_port_used_again_by_a_later_connection_starts_a_new_client_stream(spar
     assert render(analyze_spark([capture], spark=spark)) == render(expected)
 
 
+def test_the_brokers_and_the_savings_run_as_tasks_of_their_own(spark):
+    # One broker, one client: one partition of each. Spark 4.1+ makes a union of equally partitioned children one
+    # task per partition index, so both ran one after the other in one task, a core idle (fetchtool turns that
+    # off for its union, and leaves the session's setting as it was).
+    sc = spark.sparkContext
+    sc.setJobGroup("one-broker-one-client", "the analysis' tasks")
+    try:
+        analysis = analyze_spark([CAPTURES / "kafka-python-tansu.pcap"], spark=spark)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert len(analysis.brokers) == 1 and len(analysis.savings["per_client"]) == 1
+    tracker = sc.statusTracker()
+    last_job = max(tracker.getJobIdsForGroup("one-broker-one-client"))
+    last_stage = max(tracker.getJobInfo(last_job).stageIds)
+    assert tracker.getStageInfo(last_stage).numTasks == 2
+    assert spark.conf.get("spark.sql.unionOutputPartitioning", None) in (None, "true")
+
+
 def test_the_given_cache_size_shapes_both_reports_alike(spark):
     # The real one-slot capture: with --cache-slots 1 both engines cap live sessions and name the evictors.
     capture = CAPTURES / "scenarios-real" / "kafka-python-cache-full.pcap"
