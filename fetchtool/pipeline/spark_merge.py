@@ -125,11 +125,12 @@ def estimate_savings(items, savings_of=None) -> SavingsEstimator:
 def analyze_broker(broker: str, items, last_ts: float | None, cache_slots=None, cache_shards=None,
                    savings_of=None, per_pair: dict | None = None, sessionless: Iterable[str] | None = None
                    ) -> BrokerPart:
-    """items: (sort key, Exchange | OrphanResponse | a connection's end) of one broker, in request order. ``savings_of``: which
-    exchanges the savings count (fetchtool.analysis.run.savings_filter; None: all). ``per_pair``: the savings
-    were estimated apart (estimate_savings): their per-pair sums, for the findings; the part has no savings.
-    ``sessionless``: the savings are being estimated apart, and these clients ("host|client id") of the broker
-    may be sessionless: their per-pair sums are estimated here (SessionlessPairs); the part has no savings."""
+    """items: (sort key, Exchange | OrphanResponse | a connection's end: its id) of one broker, in request order.
+    ``savings_of``: which exchanges the savings count (fetchtool.analysis.run.savings_filter; None: all).
+    ``per_pair``: the savings were estimated apart (estimate_savings): their per-pair sums, for the findings; the
+    part has no savings. ``sessionless``: the savings are being estimated apart, and these clients ("host|client
+    id") of the broker may be sessionless: their per-pair sums are estimated here (SessionlessPairs); the part has
+    no savings."""
     run = AnalysisPass(cache_slots, cache_shards, savings_of)
     if per_pair is not None:
         run.savings = PairsOnly(per_pair)  # type: ignore[assignment]  # duck-typed: feed() and per_pair only
