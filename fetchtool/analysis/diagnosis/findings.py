@@ -298,7 +298,7 @@ class FindingsEngine:
         for s in tracker.sessions:
             by_broker.setdefault(s.broker, []).append(s)
         for name, b in tracker.brokers.items():
-            losses = broker_losses(name, list(b.connections.values()), self.last_ts)
+            losses = broker_losses(name, list(b.connections.values()), self.last_ts, b.closed)
             if not losses:
                 continue
             resolver.losses[name] = losses

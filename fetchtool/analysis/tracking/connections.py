@@ -6,13 +6,15 @@ sessions die with it: the Java client answers the lost connection with (old id, 
 shows no error 70 at all; the story is in the connections.
 
 `ConnectionState` is what the tracker keeps per connection (a few numbers); `broker_losses` reads them at the end.
-A connection closed with nothing in flight shrinks to a `ClosedConnection`: it can never be cut, but it still
-shows when the broker answered (it lived on past a cut, or came back on a new connection).
+A connection closed with nothing in flight moves to its broker's `ClosedConnections`: it can never be cut, but its
+answers still show when the broker was alive (it lived on past a cut, or came back on a new connection).
 """
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
+from typing import NamedTuple
 
 IN_FLIGHT_GRACE_S = 1.0  # past a request's MaxWaitMs before its missing answer counts as a cut connection
 
@@ -20,11 +22,12 @@ IN_FLIGHT_GRACE_S = 1.0  # past a request's MaxWaitMs before its missing answer 
 class ConnectionState:
     """One client connection to a broker, as the exchanges show it."""
 
-    __slots__ = ("conn", "client", "client_id", "first_ts", "last_request_ts", "last_response_ts", "in_flight",
-                 "cut_request_ts", "cut_request_frame", "cut_deadline")
+    __slots__ = ("conn", "client", "client_id", "order", "first_ts", "last_request_ts", "last_response_ts",
+                 "in_flight", "cut_request_ts", "cut_request_frame", "cut_deadline")
 
-    def __init__(self, conn: int, client: str, client_id: str | None, ts: float) -> None:
+    def __init__(self, conn: int, client: str, client_id: str | None, ts: float, order: int = 0) -> None:
         self.conn, self.client, self.client_id = conn, client, client_id
+        self.order = order  # its rank among its broker's connections, by first exchange
         self.first_ts = ts
         self.last_request_ts = ts
         self.last_response_ts: float | None = None
@@ -48,16 +51,42 @@ class ConnectionState:
         self.in_flight += 1
 
 
-class ClosedConnection:
-    """What `broker_losses` reads of a connection that closed with nothing in flight (memory: a storm of 100,000
-    connections keeps three values of each, not its whole state)."""
+class ClosedConnection(NamedTuple):
+    """What `broker_losses` reads of a connection that closed with nothing in flight."""
 
-    __slots__ = ("client_id", "first_ts", "last_response_ts")
-    in_flight = 0
-    cut_deadline = None
+    order: int
+    client_id: str | None
+    first_ts: float
+    last_response_ts: float
 
-    def __init__(self, state: ConnectionState) -> None:
-        self.client_id, self.first_ts, self.last_response_ts = state.client_id, state.first_ts, state.last_response_ts
+
+class ClosedConnections:
+    """A broker's connections that closed answered, with nothing in flight, as the values `broker_losses` reads:
+    28 bytes each in arrays (a storm of 100,000 connections), made into ClosedConnection rows only when two cut
+    connections are judged. (One never answered tells nothing of the broker and is not kept.)"""
+
+    __slots__ = ("order", "first_ts", "last_response_ts", "client", "_client_ids")
+
+    def __init__(self) -> None:
+        self.order, self.first_ts, self.last_response_ts = array("q"), array("d"), array("d")
+        self.client = array("l")  # index into the client ids
+        self._client_ids: dict[str | None, int] = {}
+
+    def add(self, state: ConnectionState) -> None:
+        if state.last_response_ts is None:
+            return
+        self.order.append(state.order)
+        self.first_ts.append(state.first_ts)
+        self.last_response_ts.append(state.last_response_ts)
+        self.client.append(self._client_ids.setdefault(state.client_id, len(self._client_ids)))
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def rows(self) -> list[ClosedConnection]:
+        ids = list(self._client_ids)
+        return [ClosedConnection(o, ids[c], f, r)
+                for o, c, f, r in zip(self.order, self.client, self.first_ts, self.last_response_ts)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +109,14 @@ class BrokerLoss:
         return frozenset(c.conn for c in self.connections)
 
 
-def broker_losses(broker: str, conns: list[ConnectionState | ClosedConnection], capture_end: float | None
-                  ) -> list[BrokerLoss]:
+def broker_losses(broker: str, conns: list[ConnectionState], capture_end: float | None,
+                  closed: ClosedConnections | None = None) -> list[BrokerLoss]:
     """The moments every live connection to ``broker`` was cut with requests in flight (at least two
-    connections, from two clients or followed by the clients' return): a broker lost, not one client gone."""
+    connections, from two clients or followed by the clients' return): a broker lost, not one client gone.
+    ``conns``: the connections kept whole (open, or closed with requests in flight), ``closed``: the others."""
     if capture_end is None:
         return []
+    everyone: list[ConnectionState | ClosedConnection] | None = None  # both, in order of first exchange
     cut = sorted((c for c in conns if c.in_flight and c.cut_deadline is not None and c.cut_deadline < capture_end),
                  key=_deadline)
     losses: list[BrokerLoss] = []
@@ -95,11 +126,17 @@ def broker_losses(broker: str, conns: list[ConnectionState | ClosedConnection], 
             group.append(c)
             continue
         if len(group) >= 2:
-            loss = _judge(broker, group, conns)
+            if everyone is None:
+                everyone = sorted([*conns, *(closed.rows() if closed else ())], key=_order)
+            loss = _judge(broker, group, everyone)
             if loss is not None:
                 losses.append(loss)
         group = [c] if c is not None else []
     return losses
+
+
+def _order(c: ConnectionState | ClosedConnection) -> int:
+    return c.order
 
 
 def _deadline(c: ConnectionState) -> float:

@@ -21,7 +21,7 @@ from fetchtool.exchange import FETCH, FETCH_SNAPSHOT, Exchange
 from fetchtool.sessions.metadata import FINAL_EPOCH, INITIAL_EPOCH, FetchMetadata, next_epoch
 
 from fetchtool.analysis.diagnosis.occupancy import Occupancy
-from fetchtool.analysis.tracking.connections import ClosedConnection, ConnectionState
+from fetchtool.analysis.tracking.connections import ClosedConnections, ConnectionState
 from fetchtool.analysis.tracking.steps import StepLog
 from fetchtool.analysis.tracking.steps import append as append_step
 from fetchtool.analysis.tracking.steps import count as count_steps
@@ -196,7 +196,7 @@ class TrackedClient:
 
 class TrackedBroker:
     __slots__ = ("broker", "exchanges", "clients", "created", "sessions", "refused", "errors", "granted",
-                 "cache_events", "max_live", "occupancy", "connections")
+                 "cache_events", "max_live", "occupancy", "connections", "closed", "connections_seen")
 
     def __init__(self, broker: str) -> None:
         self.broker = broker
@@ -210,7 +210,9 @@ class TrackedBroker:
         self.cache_events = CacheLog()  # what each exchange did to the broker's cache (analysis.shadow)
         self.max_live = 0  # most sessions cached at once, from the shadow cache (set when the analysis ends)
         self.occupancy: Occupancy | None = None  # its live sessions over time (analysis.diagnosis.occupancy), set with max_live
-        self.connections: dict[int, ConnectionState | ClosedConnection] = {}  # by id (analysis.connections)
+        self.connections: dict[int, ConnectionState] = {}  # by id, while open (analysis.connections)
+        self.closed = ClosedConnections()  # those that closed with nothing in flight
+        self.connections_seen = 0
 
     def cache_event(self, t: float | None, kind: int, session_id: int, size: int, privileged: bool,
                     key=None) -> None:
@@ -280,8 +282,10 @@ class SessionTracker:
             client.errors[ex.error_code] += 1
             broker.errors[ex.error_code] += 1
         cs = broker.connections.get(ex.conn)
-        if type(cs) is not ConnectionState:  # its first exchange (a closed connection has none after its end)
-            cs = broker.connections[ex.conn] = ConnectionState(ex.conn, ex.client, ex.client_id, ex.ts or 0.0)
+        if cs is None:
+            cs = broker.connections[ex.conn] = ConnectionState(ex.conn, ex.client, ex.client_id, ex.ts or 0.0,
+                                                               broker.connections_seen)
+            broker.connections_seen += 1
         cs.seen(ex.ts, ex.response_ts, ex.response_frame is not None, ex.request_frame, ex.max_wait_ms)
         prev_conn = client.conns.get(ex.broker)
         client.conns[ex.broker] = ex.conn
@@ -527,13 +531,14 @@ class SessionTracker:
     def connection_ended(self, conn: int) -> str | None:
         """A closed connection (decoder.DecodeRun.ended) with nothing in flight can never be one of a lost
         broker's cut connections (connections.broker_losses), but its answers still tell when the broker was
-        alive: it shrinks to those (memory), in its place. Returns the connection's broker (None: no exchange of
-        it was fed)."""
+        alive: it moves to the broker's closed connections, as those (memory). Returns the connection's broker
+        (None: no exchange of it was fed)."""
         for broker in self.brokers.values():
             cs = broker.connections.get(conn)
             if cs is not None:
-                if not cs.in_flight and type(cs) is ConnectionState:
-                    broker.connections[conn] = ClosedConnection(cs)
+                if not cs.in_flight:
+                    del broker.connections[conn]
+                    broker.closed.add(cs)
                 return broker.broker
         return None
 
