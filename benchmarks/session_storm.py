@@ -4,9 +4,9 @@
         [--ports 64512]
 
 Each connection (client 10.1.0.5, a new ephemeral port each time, ports reused after 64,512 connections as a
-real host's are, or after --ports; broker 10.2.0.1:9092): TCP handshake, a full Fetch v12 (session 0, epoch 0) of a few
-partitions answered with a new session id, then (for the `--incremental` share) one incremental fetch with
-epoch 1, then FIN from both sides. Real wire bytes: Ethernet/IPv4/TCP written with fetchtool's PcapWriter and
+real host's are, or after --ports; broker 10.2.0.1:9092): TCP handshake, a full Fetch v12 (session 0, epoch 0)
+of a few partitions answered with a new session id, then (for the `--incremental` share) one incremental fetch
+with epoch 1, then FIN from both sides. Real wire bytes: Ethernet/IPv4/TCP written with fetchtool's PcapWriter and
 TcpConversation, bodies encoded by fetchtool.protocol.codec; tshark 4.4 decodes every Fetch of it.
 
 The last line printed is the truth as JSON (connections, sessions, exchanges, incremental fetches, bytes), for
