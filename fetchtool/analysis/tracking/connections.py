@@ -25,7 +25,7 @@ class ConnectionState:
     __slots__ = ("conn", "client", "client_id", "order", "first_ts", "last_request_ts", "last_response_ts",
                  "in_flight", "cut_request_ts", "cut_request_frame", "cut_deadline")
 
-    def __init__(self, conn: int, client: str, client_id: str | None, ts: float, order: int = 0) -> None:
+    def __init__(self, conn: int, client: str, client_id: str | None, ts: float, order: int) -> None:
         self.conn, self.client, self.client_id = conn, client, client_id
         self.order = order  # its rank among its broker's connections, by first exchange
         self.first_ts = ts
@@ -79,9 +79,6 @@ class ClosedConnections:
         self.first_ts.append(state.first_ts)
         self.last_response_ts.append(state.last_response_ts)
         self.client.append(self._client_ids.setdefault(state.client_id, len(self._client_ids)))
-
-    def __len__(self) -> int:
-        return len(self.order)
 
     def rows(self) -> list[ClosedConnection]:
         ids = list(self._client_ids)
