@@ -17,7 +17,7 @@ from importlib import import_module
 from typing import Literal, Mapping
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
-from .headers import API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, api_name
+from .headers import API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, api_name, read_uvarint
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 INT32_MAX = 0x7FFFFFFF
@@ -235,7 +235,24 @@ def _decode_request(api_key: int, version: int, body, topic_names, rows: Rows = 
     if api_key == API_VERSIONS and 3 <= version <= 4:
         v = _kio_read(api_key, version, "request", body)
         return ClientSoftware(v.client_software_name, v.client_software_version)
+    if api_key == API_VERSIONS and version > 4:
+        return _newer_client_software(body)
     raise _unsupported(api_key, version, "request")
+
+
+def _newer_client_software(body) -> ClientSoftware:
+    """An ApiVersions request newer than Kafka 4.3.1 knows (franz-go sends v5, KIP-1242: ClusterId, NodeId): its
+    first two fields are ClientSoftwareName and ClientSoftwareVersion as in v3-v4 (a new version only appends
+    fields); what follows is not read. The broker answers UNSUPPORTED_VERSION and the client asks again lower."""
+    fields = []
+    pos = 0
+    for _ in range(2):
+        n, pos = read_uvarint(body, pos)
+        if n == 0 or pos + n - 1 > len(body):  # a compact string of n - 1 bytes, never null here
+            raise CodecError(f"ApiVersions request: client software field of length {n - 1} at byte {pos}")
+        fields.append(bytes(body[pos:pos + n - 1]).decode("utf-8", "replace"))
+        pos += n - 1
+    return ClientSoftware(*fields)
 
 
 def decode_response(

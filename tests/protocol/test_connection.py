@@ -67,6 +67,28 @@ def test_v13_topic_ids_are_named_by_a_metadata_response():
     assert rep.topic_names == {tid: "payments"}
 
 
+def test_client_software_from_an_api_versions_request_newer_than_kafka_knows():
+    """franz-go v1.22.3 opens with ApiVersions v5 (KIP-1242 appends ClusterId and NodeId); Kafka 4.3.1 answers
+    UNSUPPORTED_VERSION and the client asks again at v4. The software is read from the v5 request, no warning."""
+    body = b"\x04kgo\x08v1.22.3" + b"\x00" + b"\xff\xff\xff\xff" + b"\x00"  # null ClusterId, NodeId -1, no tags
+    L = Link()
+    ev = L.send(request_frame(18, 5, 1, body))
+    ev += L.reply(response_frame(18, 0, 1, b"\x00\x23\x00\x00\x00\x00"))  # v0: UNSUPPORTED_VERSION, no keys
+    ev += L.send(request_frame(1, 12, 2, fetch_request()))
+    ev += L.reply(response_frame(1, 12, 2, fetch_response()))
+    items, rep = run(ev)
+    assert items[0].client_software == "kgo/v1.22.3"
+    assert not rep.warnings
+
+
+def test_a_damaged_newer_api_versions_request_is_a_counted_warning():
+    L = Link()
+    ev = L.send(request_frame(18, 5, 1, b"\x09kgo"))  # a name said to be 8 bytes long, 3 there
+    ev += L.reply(response_frame(18, 0, 1, b"\x00\x23\x00\x00\x00\x00"))
+    items, rep = run(ev)
+    assert list(rep.warnings) == ["malformed_request"]
+
+
 def test_client_software_from_api_versions():
     L = Link()
     ev = L.send(request_frame(18, 3, 1, codec.ClientSoftware("kafka-python", "3.0.12")))
