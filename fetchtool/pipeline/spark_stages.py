@@ -365,10 +365,11 @@ def savings_client(ex: Exchange) -> str:
 
 
 def may_be_sessionless(ex: Exchange) -> bool:
-    """Whether the tracker could count this exchange as sessionless (a full request with epoch -1 and no session
-    id, or any Fetch below v7): a superset, so that every pair the findings ask the savings about is known before
-    the analysis (the SESSIONLESS_CLIENT finding reads the savings estimate of the sessionless pairs only)."""
-    return ex.api_version < 7 or (not ex.session_id and ex.session_epoch in (None, FINAL_EPOCH))
+    """Whether the tracker could count this exchange as sessionless (a full request with epoch -1, with no session
+    id or one the connection named before: savings.model.request_kind; or any Fetch below v7): a superset, so that
+    every pair the findings ask the savings about is known before the analysis (the SESSIONLESS_CLIENT finding
+    reads the savings estimate of the sessionless pairs only)."""
+    return ex.api_version < 7 or ex.session_epoch in (None, FINAL_EPOCH)
 
 
 def decode_task(plan: TaskPlan, ports: frozenset[int] | None, window=None) -> Iterator[tuple]:

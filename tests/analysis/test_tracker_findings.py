@@ -111,3 +111,39 @@ def test_unanswered_request_at_the_end_of_the_capture_is_not_missing():
     c.fetch(epoch=-1)
     c.fetch(epoch=-1, missing_response=True)
     assert codes(analyze_items(c.exchanges)) == []
+
+
+def test_a_client_that_stops_asking_once_refused_fetches_sessionless_even_naming_its_old_session():
+    """franz-go's story (captures/kafka/franz-refused.pcap): its session evicted, it asks again with (id, 0), is
+    refused (a full cache: other clients hold sessions), and from then on sends (id, -1) on every fetch. Kafka
+    removed the session at the (id, 0): each (id, -1) after it is a sessionless fetch, not a close, in the
+    client's counts, the savings and the findings alike."""
+    c = Capture()
+    parts = tuple(("t", p, 0) for p in range(8))
+    c.fetch(client="10.0.0.2:40000", conn=9, client_id="other", epoch=0, response_session_id=5)  # keeps the cache
+    c.fetch(epoch=0, partitions=parts, response_session_id=7)
+    c.fetch(session_id=7, epoch=1, partitions=(), response_session_id=7)
+    c.fetch(session_id=7, epoch=2, partitions=(), error=70)
+    c.fetch(session_id=7, epoch=0, partitions=parts, software="kgo/v1.22.3")
+    for _ in range(20):
+        c.fetch(session_id=7, epoch=-1, partitions=parts)
+    a = analyze_items(c.exchanges)
+    cl = next(cl for cl in a.clients if cl.client_id == "consumer-1")
+    assert cl.request_kinds == {"full_create": 1, "incremental": 2, "full": 1, "sessionless": 20}
+    [f] = [f for f in a.findings if f.code == "SESSIONLESS_CLIENT"]
+    assert f.count == 20
+    [mine] = [t for t in a.savings["per_client"] if t["client_id"] == "consumer-1"]
+    assert mine["requests"]["sessionless"] == 20 and mine["potential_bytes"] > 0
+
+
+def test_a_close_is_a_close_once():
+    """Java's close at shutdown, (id, -1) after incremental fetches, stays a close; a client that had never named
+    the session on that connection (a capture started mid-session) closes it too."""
+    c = Capture()
+    c.fetch(epoch=0, response_session_id=7)
+    c.fetch(session_id=7, epoch=1, response_session_id=7)
+    c.fetch(session_id=7, epoch=-1)
+    c.fetch(session_id=9, epoch=-1, conn=2, client="10.0.0.1:50001")
+    a = analyze_items(c.exchanges)
+    [cl] = a.clients
+    assert cl.request_kinds == {"full_create": 1, "incremental": 1, "close": 2}

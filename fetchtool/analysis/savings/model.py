@@ -172,12 +172,16 @@ class Replay:
         return made
 
 
-def request_kind(ex: Exchange) -> str:
+def request_kind(ex: Exchange, named_before: int = 0) -> str:
+    """What the request asks of the broker's sessions. ``named_before``: the session id the connection's previous
+    request named if that was a full request (epoch 0 or -1), else 0. An (id, -1) naming that id again is not a
+    close: the broker removed the session then, and answers this as any sessionless fetch (franz-go, once refused
+    a session, sends (its last id, -1) on every fetch). tracking.tracker classifies requests by the same rule."""
     epoch = ex.session_epoch
     if ex.api_version < MIN_SESSION_VERSION or epoch is None:
         return SESSIONLESS
     if epoch == -1:
-        return CLOSE if ex.session_id else SESSIONLESS
+        return CLOSE if ex.session_id and ex.session_id != named_before else SESSIONLESS
     if epoch == 0:
         return FULL
     return INCREMENTAL
@@ -197,7 +201,8 @@ class StreamModel:
 
     __slots__ = ("client", "broker", "handler", "manager", "wanted", "keys", "tips", "requests", "parts",
                  "noisy", "exchanges", "last_error", "full_since_incremental", "_full_cache", "simple", "any_ids",
-                 "id_keys", "by_name", "_req_runs", "_resp_runs", "directory", "part_of", "fed", "fed_rows", "continued")
+                 "id_keys", "by_name", "_req_runs", "_resp_runs", "directory", "part_of", "fed", "fed_rows", "continued",
+                 "named_id")
 
     def __init__(self, client: str, broker: str, rng: random.Random | None = None,
                  directory: KeyDirectory | None = None) -> None:
@@ -230,6 +235,7 @@ class StreamModel:
         self.continued = False   # a later connection continued its session (SavingsEstimator)
         self.last_error = 0
         self.full_since_incremental = 0   # session-creating full fetches with no incremental one in between
+        self.named_id = 0   # the session id the connection's last request named, if it was a full one (request_kind)
         # (wanted order, shape, full request size, full response topic-entry size) of the last full equivalent
         self._full_cache: tuple = ((), None, 0, 0)
         # True while client keys and engine keys correspond one to one (always, unless a v13+ capture shows a
@@ -399,7 +405,8 @@ class StreamModel:
                 self.fed_rows += rows
             else:
                 self.fed = None
-        kind = request_kind(ex)
+        kind = request_kind(ex, self.named_id)
+        self.named_id = (ex.session_id or 0) if kind != INCREMENTAL else 0
         version = ex.api_version
         veq = max(version, MIN_SESSION_VERSION)
         ids = version >= 13

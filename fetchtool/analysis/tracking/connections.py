@@ -23,7 +23,7 @@ class ConnectionState:
     """One client connection to a broker, as the exchanges show it."""
 
     __slots__ = ("conn", "client", "client_id", "order", "first_ts", "last_request_ts", "last_response_ts",
-                 "in_flight", "cut_request_ts", "cut_request_frame", "cut_deadline")
+                 "in_flight", "cut_request_ts", "cut_request_frame", "cut_deadline", "named_id")
 
     def __init__(self, conn: int, client: str, client_id: str | None, ts: float, order: int) -> None:
         self.conn, self.client, self.client_id = conn, client, client_id
@@ -35,6 +35,7 @@ class ConnectionState:
         self.cut_request_ts: float | None = None
         self.cut_request_frame: int | None = None
         self.cut_deadline: float | None = None
+        self.named_id = 0  # the session id its last request named, if that was a full one (savings.request_kind)
 
     def seen(self, ts: float | None, response_ts: float | None, answered: bool, frame: int | None,
              max_wait_ms: int | None) -> None:

@@ -300,18 +300,23 @@ class SessionTracker:
         epoch = ex.session_epoch if ex.session_epoch is not None else FINAL_EPOCH
         meta = FetchMetadata(sid, epoch)
         if meta.is_full:
-            obs = self._full(ex, meta, client, broker, ckey, reconnected)
+            obs = self._full(ex, meta, client, broker, ckey, reconnected, cs.named_id)
+            cs.named_id = sid
         else:
             obs = self._incremental(ex, meta, client, broker, ckey, reconnected)
+            cs.named_id = 0
         versions = client.broker_versions.get(ex.broker)
         if versions is None:
             versions = client.broker_versions[ex.broker] = set()
         versions.add(ex.api_version)
         return obs
 
-    def _full(self, ex, meta, client, broker, ckey, reconnected) -> Observation:
+    def _full(self, ex, meta, client, broker, ckey, reconnected, named_before: int) -> Observation:
         named = None
-        if meta.session_id:
+        # (id, -1) again after a full request on this connection named id: Kafka removed that session then, and
+        # answers this one as a sessionless fetch (savings.model.request_kind, the same rule)
+        again = meta.epoch == FINAL_EPOCH and meta.session_id == named_before
+        if meta.session_id and not again:
             # Any session named by a full request is closed by the broker (no ownership check).
             named = broker.sessions.get(meta.session_id)
             broker.cache_event(ex.ts, CLOSE, meta.session_id, 0, False, named)
@@ -323,7 +328,7 @@ class SessionTracker:
                 self._step(named, ex, CLOSE_KIND if meta.epoch == FINAL_EPOCH else FULL, 0, 0)
         refused = False
         if meta.epoch == FINAL_EPOCH:
-            kind = CLOSE_KIND if meta.session_id else SESSIONLESS
+            kind = CLOSE_KIND if meta.session_id and not again else SESSIONLESS
         else:
             kind = FULL
             rsid = ex.response_session_id
