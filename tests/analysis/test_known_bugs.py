@@ -115,6 +115,25 @@ def test_every_support_row_has_a_source_and_every_known_name_a_row():
     assert set(cs.NAMES.values()) <= {r.family for r in cs.SUPPORT}
 
 
+# -- once refused a session ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(("text", "answer"), [
+    ("kgo/v1.22.3", cs.GIVES_UP),
+    ("kgo/v1.4.2", cs.GIVES_UP),
+    ("kgo/v1.4.1", cs.UNKNOWN),  # took session id 0 for a session (its CHANGELOG): not "gives up"
+    ("kgo/unknown", cs.UNKNOWN),  # may be older than v1.4.2
+    ("apache-kafka-java/4.3.1", cs.ASKS_AGAIN),
+    ("kafka-python/3.0.12", cs.ASKS_AGAIN),
+    ("platformatic-kafka/2.12.1", cs.UNKNOWN),
+    ("karafka/2.4.0", cs.UNKNOWN),
+])  # fmt: skip
+def test_what_a_client_does_once_refused_a_session(text, answer):
+    assert cs.after_refusal(cs.parse(text)).answer == answer
+
+
+def test_every_after_refusal_row_has_a_source():
+    assert all(r.source.startswith("https://") and r.note for r in cs.AFTER_REFUSAL)
+
+
 # -- known bugs: the table ------------------------------------------------------------------------------------
 FAMILIES = set(cs.NAMES.values()) | {BROKER}
 

@@ -124,14 +124,15 @@ def test_a_client_that_stops_asking_once_refused_fetches_sessionless_even_naming
     c.fetch(epoch=0, partitions=parts, response_session_id=7)
     c.fetch(session_id=7, epoch=1, partitions=(), response_session_id=7)
     c.fetch(session_id=7, epoch=2, partitions=(), error=70)
-    c.fetch(session_id=7, epoch=0, partitions=parts, software="kgo/v1.22.3")
-    for _ in range(20):
-        c.fetch(session_id=7, epoch=-1, partitions=parts)
+    refused = c.fetch(session_id=7, epoch=0, partitions=parts, software="kgo/v1.22.3")
+    after = [c.fetch(session_id=7, epoch=-1, partitions=parts) for _ in range(20)]
     a = analyze_items(c.exchanges)
     cl = next(cl for cl in a.clients if cl.client_id == "consumer-1")
     assert cl.request_kinds == {"full_create": 1, "incremental": 2, "full": 1, "sessionless": 20}
     [f] = [f for f in a.findings if f.code == "SESSIONLESS_CLIENT"]
-    assert f.count == 20
+    assert (f.cause, f.count, f.request_frame) == ("after_refusal", 20, after[0].request_frame)
+    assert f"fetch at frame {refused.request_frame}" in f.message and "configuration" not in f.message
+    assert "franz-go stops asking" in f.message
     [mine] = [t for t in a.savings["per_client"] if t["client_id"] == "consumer-1"]
     assert mine["requests"]["sessionless"] == 20 and mine["potential_bytes"] > 0
 

@@ -113,6 +113,12 @@ ADVICE: dict[tuple[str, str | None], str] = {
         "Each fetch lists every partition both ways; a client with KIP-227 sessions (Apache Java client, franz-go, "
         "kafka-python 2.1+) sends only changes. librdkafka, aiokafka, Sarama, kafkajs and kafka-go have no sessions."
     ),
+    ("SESSIONLESS_CLIENT", "after_refusal"): (
+        "The client stopped asking for a session once this broker refused it one. Where the broker keeps sessions "
+        f"for others (CACHE_FULL), raise {SLOTS} or free slots (SESSION_CHURN, EVICTION_PRESSURE), then check that "
+        "the client asks again: one that gives up after a refusal fetches without a session until it restarts. A "
+        "broker that grants no sessions at all (SESSIONS_NOT_GRANTED) leaves every client without one."
+    ),
     ("PARTITION_STARVATION", None): (
         "Upgrade the broker to Kafka 3.0+ (KAFKA-12330: only partitions that returned records rotate), and raise "
         "fetch.max.bytes or lower max.partition.fetch.bytes so one response can serve more partitions."

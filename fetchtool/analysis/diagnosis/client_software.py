@@ -167,13 +167,45 @@ def _overlaps(row: _Row, low: Version | None, high: Version | None) -> bool:
 
 def sessions_support(sw: Software) -> Support:
     """Does this client, at this version, implement KIP-227 fetch sessions?"""
-    rows = [r for r in SUPPORT if r.family == sw.family]
+    return _lookup(SUPPORT, sw)
+
+
+# -- what a client does once a broker refuses it a session (session id 0 to its (0, 0) fetch) ------------------
+ASKS_AGAIN, GIVES_UP = "asks_again", "gives_up"  # (and UNKNOWN)
+
+AFTER_REFUSAL: tuple[_Row, ...] = (
+    _Row(JAVA, (1, 1, 0), None, ASKS_AGAIN, "asks again with a full (0, 0) fetch every time: a full response with "
+         "session id 0 sets FetchSessionHandler's next request back to INITIAL",
+         _JAVA_SRC.replace("1.1.0", "4.3.1") + " (handleResponse)"),
+    _Row(KAFKA_PYTHON, (2, 1, 0), None, ASKS_AGAIN, "asks again with a full (0, 0) fetch every time, as Java's "
+         "FetchSessionHandler does", "https://github.com/dpkp/kafka-python/blob/master/kafka/consumer/fetcher.py "
+         "(FetchSessionHandler.handle_response)"),
+    _Row(FRANZ_GO, None, (1, 4, 2), UNKNOWN, "before v1.4.2 franz-go took session id 0 for a session (its "
+         "CHANGELOG)", "https://github.com/twmb/franz-go/blob/master/CHANGELOG.md (v1.4.2)"),
+    # Seen in captures/kafka/franz-refused.pcap (franz-go v1.22.3 against Kafka 4.3.1).
+    _Row(FRANZ_GO, (1, 4, 2), None, GIVES_UP, "franz-go stops asking that broker for a session after one refusal "
+         "and fetches without one until the client restarts: (0, -1), or (its last session id, -1), which Kafka "
+         "answers as a sessionless fetch", "https://github.com/twmb/franz-go/blob/master/CHANGELOG.md (v1.4.2); "
+         "pkg/kgo/source.go (fetchSession.kill)"),
+)  # fmt: skip
+
+
+def after_refusal(sw: Software) -> Support:
+    """What this client, at this version, does after a broker refused it a session."""
+    return _lookup(AFTER_REFUSAL, sw)
+
+
+def _lookup(table: tuple[_Row, ...], sw: Software) -> Support:
+    """The answer of `table` for this client at this version (UNKNOWN where the rows that may apply disagree)."""
+    rows = [r for r in table if r.family == sw.family]
     if not rows:
         return Support(UNKNOWN, f"client software {sw.name!r} is not one fetchtool knows", "")
     if sw.release is not None:
         rows = [r for r in rows if _overlaps(r, sw.release, sw.release)]
     else:  # any release that names itself this way
         rows = [r for r in rows if _overlaps(r, SENDS_SOFTWARE_SINCE.get(sw.family), None)]
+    if not rows:
+        return Support(UNKNOWN, f"not known for {sw.name} {sw.version}", "")
     if len({r.answer for r in rows}) != 1:
         return Support(UNKNOWN, f"depends on the version, and {sw.version!r} is not a comparable release",
                        "; ".join(dict.fromkeys(r.source for r in rows)))  # fmt: skip

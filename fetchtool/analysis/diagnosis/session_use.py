@@ -24,6 +24,7 @@ CHURN_REQUESTS = 5  # session-creating fetches (granted or refused) by one clien
 # per fetch (a few partition entries each way: below that, e.g. one partition, a session is not worth a slot).
 SESSIONLESS_SHARE = 0.2
 SESSIONLESS_BYTES_PER_FETCH = 100
+AFTER_REFUSAL = "after_refusal"  # SESSIONLESS_CLIENT's cause: the client stopped asking once refused a session
 
 
 @dataclass(slots=True)
@@ -38,6 +39,11 @@ class _Use:
     sessionless_max_partitions: int = 0
     asking_frames: list[int] = field(default_factory=list)  # session-creating requests, granted or refused
     sessionless_frames: list[int] = field(default_factory=list)
+    first_sessionless: Exchange | None = None  # where SESSIONLESS_CLIENT points
+    # The first refused session-creating request, if the client had fetched without a session before it (None: not
+    # refused, or sessionless from the start): a client whose sessionless fetches follow a refusal gave up asking
+    refused_first: Exchange | None = None
+    sessionless_before_refusal: bool = False
 
 
 class SessionUse:
@@ -77,12 +83,17 @@ class SessionUse:
             if held is not None and not held[1]:
                 held[2].unused += 1
         elif kind == SESSIONLESS:
+            if use.first_sessionless is None:
+                use.first_sessionless = ex
             use.sessionless += 1
             if ex.partitions > use.sessionless_max_partitions:
                 use.sessionless_max_partitions = ex.partitions
             if ex.request_frame is not None and len(use.sessionless_frames) < MAX_FRAMES:
                 use.sessionless_frames.append(ex.request_frame)
         if obs.refused:
+            if use.refused_first is None:
+                use.refused_first = ex
+                use.sessionless_before_refusal = use.sessionless > 0
             agg = self.refused.get(key)
             if agg is None:
                 agg = self.refused[key] = Agg(ex)
@@ -128,7 +139,18 @@ class SessionUse:
                        f"{use.sessionless_max_partitions:,} partitions each, every partition in both directions every "
                        f"time; with an incremental fetch session it would send {human(potential)} less, "
                        f"{potential / total:.0%} of its fetch bytes to this broker (savings estimate).")
-                out.append(finding("SESSIONLESS_CLIENT", None, use.first, msg, use.sessionless, use.sessionless_frames))
+                cause = None
+                refusal = use.refused_first
+                if refusal is not None and not use.sessionless_before_refusal:
+                    cause = AFTER_REFUSAL
+                    why = ("a full cache: CACHE_FULL" if tracker.brokers[broker].granted
+                           else "the broker grants none: SESSIONS_NOT_GRANTED")
+                    at = f" at frame {refusal.request_frame}" if refusal.request_frame is not None else ""
+                    msg += (f" It asked for a session first and was refused (session id 0 to its ({refusal.session_id},"
+                            f" {refusal.session_epoch}) fetch{at}, {why}); its sessionless fetches followed that "
+                            "refusal.")
+                out.append(finding("SESSIONLESS_CLIENT", cause, use.first_sessionless, msg, use.sessionless,
+                                   use.sessionless_frames))
         for (host, client_id, broker), agg in self.refused.items():
             if tracker.brokers[broker].granted:
                 msg = (f"Broker {broker} answered {agg.count:,} session-creating fetch(es) from {client_id or '?'} "

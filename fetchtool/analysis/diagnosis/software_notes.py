@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fetchtool.analysis.diagnosis.client_software import NO, YES, parse, sessions_support
+from fetchtool.analysis.diagnosis.client_software import GIVES_UP, NO, YES, after_refusal, parse, sessions_support
 from fetchtool.analysis.diagnosis.known_bugs import match
+from fetchtool.analysis.diagnosis.session_use import AFTER_REFUSAL
 from fetchtool.analysis.model import ClientSummary, Finding
 from fetchtool.analysis.tracking.tracker import host_of
 
@@ -27,7 +28,9 @@ def software_by_client(clients, report) -> dict[tuple[str, str | None], str]:
     return out
 
 
-def support_sentence(software: str | None) -> str:
+def support_sentence(software: str | None, refused: bool = False) -> str:
+    """SESSIONLESS_CLIENT's sentence about the client's software; `refused`: its sessionless fetches followed a
+    refused session (the after_refusal cause), so its configuration is not where to look."""
     if not software:
         return "The capture does not name its client software (no ApiVersions v3+ from it)."
     sw = parse(software)
@@ -37,8 +40,25 @@ def support_sentence(software: str | None) -> str:
     if support.answer == NO:
         return (f"Its client software, {software}, does not implement KIP-227 fetch sessions ({support.note}; "
                 f"{support.source}): expected of this client, not a fault; a client with sessions would save this.")
+    if refused:
+        behaviour = after_refusal(sw) if sw is not None else None
+        if behaviour is not None and behaviour.answer == GIVES_UP:
+            return (f"Its client software, {software}, implements KIP-227 ({support.note}), and {behaviour.note} "
+                    f"({behaviour.source}).")
+        return (f"Its client software, {software}, implements KIP-227 ({support.note}); fetchtool does not know "
+                "whether it asks for a session again after a refusal.")
     return (f"Its client software, {software}, implements KIP-227 ({support.note}): check why this client fetches "
             "without a session (sessions turned off in its configuration?).")
+
+
+def refusal_advice(software: str | None) -> str | None:
+    """CACHE_FULL's advice for a client whose software gives up asking once refused: a restart is needed."""
+    sw = parse(software)
+    behaviour = after_refusal(sw) if sw is not None else None
+    if behaviour is None or behaviour.answer != GIVES_UP:
+        return None
+    return (f"This client, {software}, will not ask again: {behaviour.note} ({behaviour.source}); restart it once "
+            "the cache has room.")
 
 
 def annotate(findings: tuple[Finding, ...], clients: tuple[ClientSummary, ...], report) -> tuple[Finding, ...]:
@@ -48,7 +68,9 @@ def annotate(findings: tuple[Finding, ...], clients: tuple[ClientSummary, ...], 
         sw = software.get((host_of(f.client), f.client_id)) if f.client else None
         message, advice = f.message, f.advice
         if f.code == "SESSIONLESS_CLIENT":
-            message = f"{message} {support_sentence(sw)}"
+            message = f"{message} {support_sentence(sw, refused=f.cause == AFTER_REFUSAL)}"
+        elif f.code == "CACHE_FULL" and (restart := refusal_advice(sw)):
+            advice = f"{advice} {restart}"
         bugs = match(f.code, f.cause, sw)
         if bugs:
             advice = f"{advice} This {' and '.join(b.sentence().rstrip('.') for b in bugs)}."
