@@ -3,11 +3,11 @@
     python examples/make_kafka_captures.py [--only NAME ...] [--out DIR]     (root for tcpdump)
 
 Peers: tools/install_kafka.sh (Kafka 4.3.1 jars, Java 17+), tools/install_node.sh (Node 22 and @platformatic/kafka,
-only for platformatic-churn), tcpdump. For each scenario: start its own KafkaCluster (tools/kafka_peer.py: KRaft
-combined nodes on free loopback ports, each logging the fetch-session cache at TRACE), create its topics, start
-tcpdump on lo filtered to the cluster's ports, run the real clients (Kafka's own ConsoleConsumer,
-ConsoleShareConsumer and ProducerPerformance; @platformatic/kafka through examples/platformatic_consumer.mjs),
-inject the scenario's faults (SIGSTOP/SIGCONT of a client's process group, SIGKILL and restart of a node), stop
+only for platformatic-churn), Go (only for franz-refused: examples/franz_consumer, franz-go from the module proxy),
+tcpdump. For each scenario: start its own KafkaCluster (tools/kafka_peer.py: KRaft combined nodes on free loopback
+ports, each logging the fetch-session cache at TRACE), create its topics, start tcpdump on lo filtered to the
+cluster's ports, run the real clients (Kafka's own ConsoleConsumer, ConsoleShareConsumer and ProducerPerformance;
+@platformatic/kafka through examples/platformatic_consumer.mjs; franz-go through examples/franz_consumer), inject the scenario's faults (SIGSTOP/SIGCONT of a client's process group, SIGKILL and restart of a node), stop
 everything by PID, and write next to each capture:
 
   <name>.pcap               the capture
@@ -368,6 +368,10 @@ def versions() -> dict:
     v = {"kafka": kafka_peer.KAFKA_VERSION, "kafka_libs": str(kafka_peer.libs_dir())}
     v["java"] = subprocess.run([kafka_peer.java(), "-version"], capture_output=True, text=True).stderr.splitlines()[0]
     v["tcpdump"] = subprocess.run(["tcpdump", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    go = shutil.which("go")
+    if go:
+        v["go"] = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
+        v["franz-go"] = re.search(r"github.com/twmb/franz-go (\S+)", (FRANZ_SRC / "go.mod").read_text())[1]
     if NODE_BIN.exists():
         v["node"] = subprocess.run([str(NODE_BIN), "--version"], capture_output=True, text=True).stdout.strip()
         for d in (PLATFORMATIC_OLD, NODE_PREFIX / "node_modules" / "platformatic-new"):
@@ -463,6 +467,40 @@ def platformatic_churn(r: Recording) -> None:
     r.at(160)
 
 
+FRANZ_SRC = REPO / "examples" / "franz_consumer"
+
+
+def franz_consumer(r: Recording, label: str, topic: str, partitions: list[int]) -> subprocess.Popen:
+    """A franz-go consumer (examples/franz_consumer, built on first use with the Go toolchain from go.mod's pins)."""
+    binary = r.root / "franz_consumer"
+    if not binary.exists():
+        subprocess.run(["go", "build", "-o", str(binary), "."], cwd=FRANZ_SRC, check=True)
+    argv = [str(binary), "-brokers", r.cluster.bootstrap, "-topic", topic,
+            "-partitions", ",".join(map(str, partitions)), "-client-id", label]
+    return r.spawn(label, argv, "go", topic=topic, partitions=partitions)
+
+
+def franz_refused(r: Recording) -> None:
+    # 1 slot per shard: 8 franz-go sessions of 4 partitions fill every shard. A franz-go newcomer is refused once and
+    # never asks again; a Java newcomer keeps asking, and takes franz-c3's slot once c3, frozen, has left it unused
+    # for 120 s; resumed, c3 gets 70, asks for a new session with (its id, 0), is refused, and never asks again.
+    r.topic("small", 36)  # 4 partitions a franz-go consumer: a session saves over 100 B a fetch
+    r.start_capture()
+    r.producer("perf-producer", "small", rate=4, seconds=400)
+    for i in range(8):
+        r.at(1 + 1.5 * i)
+        franz_consumer(r, f"franz-c{i}", "small", list(range(4 * i, 4 * i + 4)))
+    r.at(16)
+    franz_consumer(r, "franz-newcomer", "small", [32, 33, 34, 35])
+    r.at(20)
+    r.signal_client("franz-c3", signal.SIGSTOP)
+    r.at(30)
+    r.console_consumer("java-newcomer", "small", partition=32, props=SMALL_PROPS)
+    r.at(160)
+    r.signal_client("franz-c3", signal.SIGCONT)
+    r.at(185)
+
+
 def cluster_followers(r: Recording) -> None:
     r.topic("replicated", 3, replication=3)
     status = run_java_tool(["org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", r.cluster.bootstrap,
@@ -518,6 +556,13 @@ SCENARIOS = {
                            "@platformatic/kafka 2.2.3 group consumer (3 partitions) that sends session (0, 0) on every "
                            "fetch (its issue #315), so every fetch creates a session it never uses; the orphans fill "
                            "the cache, and after 120 s they go stale and the Java session becomes evictable"),
+    "franz-refused": (franz_refused, dict(cache_slots=8),
+                      "cache of 8 slots (1 per shard) filled by 8 franz-go consumers of 4 partitions each (franz-go "
+                      "v1.22.3, fetch sessions on by default); a franz-go newcomer at ~16 s is refused a session once "
+                      "and fetches sessionless from then on; franz-c3 is frozen (SIGSTOP) at ~20 s for 140 s; a Java "
+                      "ConsoleConsumer newcomer from ~30 s is refused on every fetch until c3's session is unused for "
+                      "120 s, then evicts it as stale; after SIGCONT c3 gets 70, is refused a new session and goes "
+                      "sessionless"),
     "cluster-followers": (cluster_followers, dict(nodes=3, capture_controllers=True),
                           "three KRaft combined nodes, every PLAINTEXT and CONTROLLER port captured: a topic with RF 3, "
                           "a 5 rec/s producer and a ConsoleConsumer; follower fetches (replica id >= 0, privileged "
@@ -551,10 +596,10 @@ def readme(out: Path) -> None:
              "",
              "Recorded by `examples/make_kafka_captures.py` (remake one: `sudo .venv/bin/python "
              "examples/make_kafka_captures.py --only NAME`; peers from `tools/install_kafka.sh` and, for "
-             "platformatic-churn, `tools/install_node.sh`). Each capture has its own fresh KRaft cluster on loopback "
+             "platformatic-churn, `tools/install_node.sh`; for franz-refused, Go). Each capture has its own fresh KRaft cluster on loopback "
              "(tools/kafka_peer.py), tcpdump on lo filtered to the cluster's ports, and real clients: Kafka's own "
-             "ConsoleConsumer / ConsoleShareConsumer / ProducerPerformance tool classes, or @platformatic/kafka on "
-             "Node 22. Next to each `NAME.pcap`: `NAME[.nodeN].sessions.log` (the broker's FetchSessionCacheShard "
+             "ConsoleConsumer / ConsoleShareConsumer / ProducerPerformance tool classes, @platformatic/kafka on "
+             "Node 22, or franz-go (`examples/franz_consumer`). Next to each `NAME.pcap`: `NAME[.nodeN].sessions.log` (the broker's FetchSessionCacheShard "
              "TRACE and FetchManager DEBUG lines), `NAME[.nodeN].requests.log[.gz]` (kafka.request.logger, FETCH / "
              "ShareFetch / ShareAcknowledge lines only) and `NAME.record.json` (versions, exact commands, ports, node "
              "ids, cache slots, topic ids, every start/stop/fault time in epoch seconds, and the counts below).",
@@ -580,7 +625,9 @@ def readme(out: Path) -> None:
                   + ", ".join(f"node {n['node_id']}: {n['port']} (controller {n['controller_port']})" for n in r["nodes"])
                   + f"; captured {r['captured_ports']}"
                   + (f"; node {v['node']}, @platformatic/kafka {v.get('@platformatic/kafka (platformatic-old)')}"
-                     if any(c["kind"] == "node" for c in r["clients"]) else "") + ".",
+                     if any(c["kind"] == "node" for c in r["clients"]) else "")
+                  + (f"; {v.get('go')}, franz-go {v.get('franz-go')}" if any(c["kind"] == "go" for c in r["clients"])
+                     else "") + ".",
                   "- **Topics**: " + ", ".join(f"`{t}` ({d['partitions']} partitions, RF {d['replication']}, id "
                                                f"{d['topic_id']})" for t, d in r["topics"].items()) + ".",
                   "- **Clients** (t = seconds after the capture started): "
@@ -602,11 +649,18 @@ def readme(out: Path) -> None:
                   f"{q['top_level_error_codes'] or 'none'}.",
                   f"- **A support engineer should see**: {SEE.get(r['name'], '')}",
                   "- **Commands**: `" + r["tcpdump"] + "`; "
-                  + "; ".join(f"`{shlex.join(c['tool_args']) if c['kind'] == 'java' else c['command']}`"
+                  + "; ".join(f"`{shlex.join(c['tool_args']) if c['kind'] == 'java' else _shown(c)}`"
                               for c in r["clients"]) + " (Java tool classes run as `java -Xmx192m "
                   "-XX:TieredStopAtLevel=1 -cp /opt/kafka431/libs/* CLASS ARGS`).",
                   ""]
     (out / "README.md").write_text("\n".join(lines))
+
+
+def _shown(client: dict) -> str:
+    """A client's command as the README shows it: a franz-go consumer as built from examples/franz_consumer."""
+    if client["kind"] == "go":
+        return shlex.join(["examples/franz_consumer/franz_consumer", *client["argv"][1:]])
+    return client["command"]
 
 
 SEE = {  # what the recorded runs showed (check a remake against its own README line)
@@ -630,6 +684,11 @@ SEE = {  # what the recorded runs showed (check a remake against its own README 
                           "its creation the healthy Java consumer's 1-partition session is evicted by size by a "
                           "3-partition platformatic session, the Java consumer gets 70, is refused, and gets a slot back "
                           "only when the first orphans go stale (15 stale evictions follow).",
+    "franz-refused": "franz-go asks a broker for a session once: the newcomer's single (0, 0) fetch is refused "
+                     "('No fetch session created') and every later fetch of it is (0, -1); the Java newcomer's (0, 0) "
+                     "fetches are refused until franz-c3's session, frozen, is evicted as stale; resumed, franz-c3 "
+                     "gets FETCH_SESSION_ID_NOT_FOUND (70), sends (its id, 0), is refused, and then sends (its id, -1) on every "
+                     "fetch, which Kafka answers as a sessionless fetch (the session is gone).",
     "cluster-followers": "follower fetches (replica ids 1..3, broker-N-fetcher-0) in privileged sessions on the "
                          "PLAINTEXT ports, KRaft voter fetches (raft-client-N, __cluster_metadata) on the leader's "
                          "CONTROLLER port without sessions (sessionless in the capture), and new sessions when the "

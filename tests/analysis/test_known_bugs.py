@@ -25,6 +25,7 @@ REAL = {
     "kafka-python/3.0.12": (cs.KAFKA_PYTHON, (3, 0, 12)),
     "platformatic-kafka/2.2.3": (cs.PLATFORMATIC, (2, 2, 3)),
     "platformatic-kafka/2.12.1": (cs.PLATFORMATIC, (2, 12, 1)),  # captures/noida/platformatic-noida.pcap
+    "kgo/v1.22.3": (cs.FRANZ_GO, (1, 22, 3)),  # captures/kafka/franz-refused.pcap
 }
 
 
@@ -117,7 +118,7 @@ def test_every_support_row_has_a_source_and_every_known_name_a_row():
 
 # -- once refused a session ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(("text", "answer"), [
-    ("kgo/v1.22.3", cs.GIVES_UP),
+    ("kgo/v1.22.3", cs.GIVES_UP),  # seen in captures/kafka/franz-refused.pcap
     ("kgo/v1.4.2", cs.GIVES_UP),
     ("kgo/v1.4.1", cs.UNKNOWN),  # took session id 0 for a session (its CHANGELOG): not "gives up"
     ("kgo/unknown", cs.UNKNOWN),  # may be older than v1.4.2

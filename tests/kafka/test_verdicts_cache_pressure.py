@@ -80,13 +80,15 @@ def test_fetchtool_sees_no_more_live_sessions_than_kafkas_cache_held(capture):
 
 def check_eviction_pressure(capture: Path, told_cache: bool) -> None:
     run = run_of(capture)
-    # Kafka: victims that their client used again (a 70 for them in the request log), and their evictors' owners
+    # Kafka: victims evicted by size ("Evicting EvictableKey[...]") that their client used again (a 70 for them in
+    # the request log), and their evictors' owners. A session evicted as stale ("Evicting stale FetchSession") was
+    # idle for 120 s: its 70 is told as such, with advice about the idle client, not about the cache size.
     owners = run.record.owners()
     errors = {(f.broker, f.session_id) for f in run.record.fetches if f.error_code == 70}
     victims: dict[str, list[br.Eviction]] = defaultdict(list)
     for e in run.record.all_evictions:
         broker = run.node_broker[e.node]
-        if (broker, e.victim_id) in errors:
+        if (broker, e.victim_id) in errors and not e.stale:
             victims[broker].append(e)
     if not victims:
         pytest.skip(f"no session Kafka evicted was used again in {run.name}")
@@ -139,3 +141,45 @@ def test_a_client_whose_sessions_kafka_never_saw_used_is_session_churn(capture):
     assert {k: mine.get(k) for k in churning} == churning, (
         f"SESSION_CHURN (fetchtool) {mine} vs Kafka's unused sessions per client {churning}")
     assert all(k in per_client and mine[k] == len(per_client[k]) for k in mine), (mine, dict(per_client))
+
+
+@pytest.mark.parametrize("capture", per_capture(
+    "test_a_sessionless_client_gave_up_after_a_refusal_exactly_where_kafka_refused_it_first"))
+def test_a_sessionless_client_gave_up_after_a_refusal_exactly_where_kafka_refused_it_first(capture):
+    """SESSIONLESS_CLIENT's cause is after_refusal when, in Kafka's request log, the client's first sessionless
+    fetch (0, -1) to that broker came after Kafka refused it a session (epoch 0 answered with session id 0), and
+    null otherwise: such a client is told what its software does once refused, not to look at its configuration."""
+    run = run_of(capture)
+    first, last = run.window
+    findings = [f for f in analyze_json(capture)["findings"] if f["code"] == "SESSIONLESS_CLIENT"]
+    for f in findings:
+        fetches = sorted((r for r in run.record.fetches if r.broker == f["broker"] and r.client_id == f["client_id"]
+                          and first <= r.received_ts and r.ts <= last), key=lambda r: r.received_ts)
+        refused = [r.received_ts for r in fetches
+                   if r.session_epoch == 0 and r.response_session_id == 0 and r.error_code == 0]
+        # Kafka answers (id, -1) as a sessionless fetch when it holds no session id: never created, evicted, or
+        # removed by an earlier full request naming it (franz-go, once refused, sends (its last id, -1) every time)
+        sessionless = [r.received_ts for r in fetches if r.session_epoch == -1
+                       and not held_by_kafka(run, f["broker"], r.session_id or 0, r.received_ts)]
+        assert sessionless, f"Kafka logged no sessionless fetch of {f['client_id']} to {f['broker']}"
+        kafka = "after_refusal" if refused and refused[0] < sessionless[0] else None
+        assert f["cause"] == kafka, (f["client_id"], f["cause"], refused[:1], sessionless[:1])
+        if kafka:
+            assert "configuration" not in f["message"], f["message"]
+    if run.name == "franz-refused":  # the capture made for it: a newcomer, and franz-c3 after its 70 ((id, -1) then)
+        assert {f["client_id"] for f in findings if f["cause"] == "after_refusal"} == {"franz-newcomer", "franz-c3"}
+
+
+def held_by_kafka(run: br.RecordedRun, broker: str, session_id: int, t: float) -> bool:
+    """Whether Kafka's cache held `session_id` at time t, by its logs: created before, and neither evicted nor
+    removed by a full request (epoch 0 or -1) naming it before."""
+    if not session_id:
+        return False
+    created = [c.ts for c in run.record.all_created if run.node_broker[c.node] == broker and c.session_id == session_id]
+    if not created or min(created) > t:
+        return False
+    evicted = any(run.node_broker[e.node] == broker and e.victim_id == session_id and e.ts < t
+                  for e in run.record.all_evictions)
+    removed = any(r.broker == broker and r.session_id == session_id and r.session_epoch in (0, -1)
+                  and r.received_ts < t for r in run.record.fetches)
+    return not (evicted or removed)

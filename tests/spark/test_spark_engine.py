@@ -36,13 +36,15 @@ REPO = Path(__file__).resolve().parents[2]
 CAPTURES = REPO / "captures"
 REAL = sorted(p for p in CAPTURES.glob("*.pcap*"))
 SCENARIOS = sorted((CAPTURES / "scenarios").glob("*.pcap"))
+# franz-go against Kafka 4.3.1: sessionless fetches that name a session, (id, -1), after a refused (id, 0)
+FRANZ = [CAPTURES / "kafka" / "franz-refused.pcap"]
 
 
 def report(analysis) -> dict:
     return json.loads(json.dumps(analysis.to_json()))
 
 
-@pytest.mark.parametrize("capture", REAL + SCENARIOS, ids=lambda p: p.name)
+@pytest.mark.parametrize("capture", REAL + SCENARIOS + FRANZ, ids=lambda p: p.name)
 def test_spark_report_equals_polars_report(spark, capture):
     assert render(analyze_spark([capture], spark=spark)) == render(analyze_capture([capture]))
 
@@ -62,6 +64,18 @@ def test_a_sessionless_client_is_named_however_the_savings_are_scheduled(spark, 
     assert render(analyze_spark(captures, spark=spark, progress=lines.append)) == render(expected)
     together = [line for line in lines if line.startswith("estimated 2 client-broker pairs' savings alongside ")]
     assert len(together) == (1 if share == 0 else 0), lines
+
+
+@pytest.mark.parametrize("share", [0, 10**9], ids=["brokers-estimate-their-sessionless-pairs", "savings-first"])
+def test_sessionless_fetches_naming_a_session_are_named_however_the_savings_are_scheduled(spark, monkeypatch, share):
+    # franz-c3's (id, -1) fetches after its refused (id, 0) are sessionless: the brokers' tasks must know the pair
+    # may be sessionless before the analysis (spark_stages.may_be_sessionless), as for (0, -1).
+    from fetchtool.pipeline import spark as engine
+
+    expected = analyze_capture(FRANZ)
+    assert sorted(f.client_id for f in expected.findings if f.cause == "after_refusal") == ["franz-c3", "franz-newcomer"]
+    monkeypatch.setattr(engine, "SESSIONLESS_SHARE", share)
+    assert render(analyze_spark(FRANZ, spark=spark)) == render(expected)
 
 
 @pytest.mark.parametrize("share", [0, 10**9], ids=["brokers-estimate-their-sessionless-pairs", "savings-first"])
