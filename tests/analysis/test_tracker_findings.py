@@ -148,3 +148,17 @@ def test_a_close_is_a_close_once():
     a = analyze_items(c.exchanges)
     [cl] = a.clients
     assert cl.request_kinds == {"full_create": 1, "incremental": 1, "close": 2}
+
+
+def test_a_franz_go_client_sessionless_from_the_start_may_have_been_refused_before_the_capture():
+    """(0, -1) from the first fetch is what franz-go sends with kgo.DisableFetchSessions() and also after a refusal
+    long before the capture: the finding names both, not the configuration alone."""
+    c = Capture()
+    parts = tuple(("t", p, 0) for p in range(8))
+    c.fetch(client="10.0.0.2:40000", conn=9, client_id="other", epoch=0, response_session_id=5)
+    for _ in range(20):
+        c.fetch(epoch=-1, partitions=parts, software="kgo/v1.22.3")
+    a = analyze_items(c.exchanges)
+    [f] = [f for f in a.findings if f.code == "SESSIONLESS_CLIENT"]
+    assert f.cause is None
+    assert "turned off in its configuration, or a broker refused it one before the capture began" in f.message

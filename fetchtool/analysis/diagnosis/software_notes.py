@@ -40,13 +40,18 @@ def support_sentence(software: str | None, refused: bool = False) -> str:
     if support.answer == NO:
         return (f"Its client software, {software}, does not implement KIP-227 fetch sessions ({support.note}; "
                 f"{support.source}): expected of this client, not a fault; a client with sessions would save this.")
+    behaviour = after_refusal(sw) if sw is not None else None
+    gives_up = behaviour if behaviour is not None and behaviour.answer == GIVES_UP else None
     if refused:
-        behaviour = after_refusal(sw) if sw is not None else None
-        if behaviour is not None and behaviour.answer == GIVES_UP:
-            return (f"Its client software, {software}, implements KIP-227 ({support.note}), and {behaviour.note} "
-                    f"({behaviour.source}).")
+        if gives_up:
+            return (f"Its client software, {software}, implements KIP-227 ({support.note}), and {gives_up.note} "
+                    f"({gives_up.source}).")
         return (f"Its client software, {software}, implements KIP-227 ({support.note}); fetchtool does not know "
                 "whether it asks for a session again after a refusal.")
+    if gives_up:  # a refusal before the capture began looks the same on the wire as sessions turned off
+        return (f"Its client software, {software}, implements KIP-227 ({support.note}): check whether its sessions "
+                f"are turned off in its configuration, or a broker refused it one before the capture began: "
+                f"{gives_up.note} ({gives_up.source}).")
     return (f"Its client software, {software}, implements KIP-227 ({support.note}): check why this client fetches "
             "without a session (sessions turned off in its configuration?).")
 
