@@ -17,7 +17,7 @@ from importlib import import_module
 from typing import Literal, Mapping
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
-from .headers import API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, api_name, read_uvarint
+from .headers import API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, HeaderError, api_name, read_uvarint
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 INT32_MAX = 0x7FFFFFFF
@@ -236,22 +236,28 @@ def _decode_request(api_key: int, version: int, body, topic_names, rows: Rows = 
         v = _kio_read(api_key, version, "request", body)
         return ClientSoftware(v.client_software_name, v.client_software_version)
     if api_key == API_VERSIONS and version > 4:
-        return _newer_client_software(body)
+        software = _newer_client_software(body)
+        if software is not None:
+            return software
     raise _unsupported(api_key, version, "request")
 
 
-def _newer_client_software(body) -> ClientSoftware:
+def _newer_client_software(body) -> ClientSoftware | None:
     """An ApiVersions request newer than Kafka 4.3.1 knows (franz-go sends v5, KIP-1242: ClusterId, NodeId): its
     first two fields are ClientSoftwareName and ClientSoftwareVersion as in v3-v4 (a new version only appends
-    fields); what follows is not read. The broker answers UNSUPPORTED_VERSION and the client asks again lower."""
+    fields); what follows is not read. The broker answers UNSUPPORTED_VERSION and the client asks again lower.
+    None when the body does not start so: a layout fetchtool does not know, not a damaged one."""
     fields = []
     pos = 0
-    for _ in range(2):
-        n, pos = read_uvarint(body, pos)
-        if n == 0 or pos + n - 1 > len(body):  # a compact string of n - 1 bytes, never null here
-            raise CodecError(f"ApiVersions request: client software field of length {n - 1} at byte {pos}")
-        fields.append(bytes(body[pos:pos + n - 1]).decode("utf-8", "replace"))
-        pos += n - 1
+    try:
+        for _ in range(2):
+            n, pos = read_uvarint(body, pos)
+            if n == 0 or pos + n - 1 > len(body):  # a compact string of n - 1 bytes, never null here
+                return None
+            fields.append(bytes(body[pos:pos + n - 1]).decode("utf-8"))
+            pos += n - 1
+    except (HeaderError, UnicodeDecodeError):
+        return None
     return ClientSoftware(*fields)
 
 
