@@ -405,8 +405,13 @@ class SessionTracker:
         sent = _sent(ex, epoch)
         _remember(s.recent, sent)
         if err is None and ex.response_partitions is None:
-            # Response not captured: assume the broker processed it (the usual case for a lost response).
+            # Response not captured: assume the broker processed it (the usual case for a lost response; and
+            # Kafka's newContext accepts an incremental request as it reads it, before any answer: a client that
+            # closes its connection while the broker holds the fetch still moved the session's epoch on).
             added, forgotten = self._apply(s, ex, client)
+            if epoch == expected or expected is None:
+                s.incremental += 1
+                s.last_epoch = epoch
             s.expected_epoch = next_epoch(epoch)
             broker.cache_event(ex.ts, TOUCH, sid, len(s.parts), _privileged(ex), s)
             self._step(s, ex, INCREMENTAL, added, forgotten)
