@@ -94,7 +94,7 @@ def epoch_retry(w: World) -> None:
         c.poll()
     req, _ = c.request()
     conn.respond(req, lost=True)  # the broker answered; the capture (and the client) never saw it
-    w.expect("RESPONSE_MISSING", None, conn=conn, request_frame=req.request_frame)
+    w.expect("RESPONSE_MISSING", "last_on_connection", conn=conn, request_frame=req.request_frame)
     w.advance(30)
     conn.close(rst="client")
     conn2 = w.connect(b, "10.0.2.1", 42001, "retrying-client")

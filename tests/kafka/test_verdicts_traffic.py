@@ -97,3 +97,30 @@ def test_kafka_and_fetchtool_agree_empty_fetches_wait_for_max_wait():
     assert len(empty) > 1000 and len(early) * 100 < len(empty)
     [b] = _analysis(pcap).brokers
     assert b.traffic.max_wait_honoured and b.traffic.max_wait_early * 100 < b.traffic.max_wait_checked
+
+
+@pytest.mark.tshark
+@pytest.mark.parametrize("pcap", KAFKA_CAPTURES, ids=lambda p: p.stem)
+def test_a_request_its_connection_closed_on_is_not_blamed_on_the_capture(pcap, tshark_fields):
+    """RESPONSE_MISSING's last_on_connection cause, held to tshark 4.4 reading the same bytes: the connection's next
+    packets after the request carry no Kafka response, and end in a FIN or a RST. franz-go closes the connection of
+    a fetch the broker is holding for MaxWaitMs when its group rebalances (franz-group-restart)."""
+    findings = [f for f in analyze_capture([pcap]).findings if f.code == "RESPONSE_MISSING"]
+    if pcap.stem == "franz-group-restart":
+        assert [f.cause for f in findings] == ["last_on_connection"]
+    for f in findings:
+        if f.cause != "last_on_connection":
+            continue
+        broker_port, client_port = int(f.broker.rsplit(":", 1)[1]), int(f.client.rsplit(":", 1)[1])
+        rows = tshark_fields(pcap, broker_port, ["frame.number", "tcp.srcport", "tcp.flags.fin", "tcp.flags.reset",
+                                                 "kafka.len"],
+                             display_filter=f"tcp.port=={client_port} && tcp.port=={broker_port}")
+        for request in f.frames:
+            [sent] = [r for r in rows if int(r[0]) == request]
+            assert int(sent[1]) == client_port and sent[4], f"frame {request} is not a Kafka request to {f.broker}"
+            after = [r for r in rows if int(r[0]) > request]
+            ends = [r for r in after if r[2] in ("1", "True") or r[3] in ("1", "True")]
+            assert ends, f"frame {request}: no FIN or RST after it on {f.client}"
+            first_end = int(ends[0][0])
+            answered = [r for r in after if int(r[0]) < first_end and int(r[1]) == broker_port and r[4]]
+            assert not answered, f"frame {request}: tshark sees Kafka responses before the close: {answered}"

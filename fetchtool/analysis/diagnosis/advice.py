@@ -136,6 +136,14 @@ ADVICE: dict[tuple[str, str | None], str] = {
         "Capture both directions on the broker host and let the capture run past the last request; a "
         "lost response also makes the client retry."
     ),
+    ("RESPONSE_MISSING", "last_on_connection"): (
+        "A response that only the capture missed would have let the client go on, its next requests answered on "
+        "the same connection: the client got no answer either. Nothing is wrong if it closed the connection on "
+        "purpose while the broker held its fetch for MaxWaitMs (a rebalance, a shutdown; franz-go closes the "
+        "connection of a fetch it no longer wants). Otherwise the answer was held or lost on the way: the client "
+        "times out (request.timeout.ms) and retries on a new connection; look at the network, a proxy or load "
+        "balancer, and the broker's request handling at that time."
+    ),
     ("CAPTURE_GAP", None): (
         "The capture dropped packets: capture with a larger buffer (tcpdump -B 65536), a snaplen of 0 and a "
         "port filter, or on the broker host."

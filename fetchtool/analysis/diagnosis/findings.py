@@ -31,6 +31,14 @@ from fetchtool.analysis.tracking.tracker import Observation, SessionTracker
 STARVATION_RUNS = 5  # full responses in a row that leave out a partition with data
 FULL_RESPONSE = 0.9  # a response whose records reach this share of MaxBytes is "full" (KIP-74)
 IN_FLIGHT_GRACE = 1.0  # seconds past MaxWaitMs before an unanswered request at the capture's end counts
+LAST_ON_CONNECTION = "last_on_connection"  # RESPONSE_MISSING's cause: nothing was answered after it on its connection
+
+
+def _last_on_its_connection(state, ex) -> bool:
+    """Whether ``ex`` is among the unanswered requests its connection (tracking ConnectionState) ends with: none
+    after them was answered on it. (The state is kept, open or closed, while it has requests in flight.)"""
+    return (state is not None and state.in_flight > 0 and state.cut_request_frame is not None
+            and ex.request_frame is not None and ex.request_frame >= state.cut_request_frame)
 SNAPSHOT_ERRORS = {98: "SNAPSHOT_NOT_FOUND", 99: "POSITION_OUT_OF_RANGE"}  # KIP-630 codes the engine does not name
 
 
@@ -288,7 +296,7 @@ class FindingsEngine:
         pairs = savings_by_pair() if callable(savings_by_pair) else savings_by_pair
         self.findings += self.session_use.findings(tracker, pairs)
         self._starvation_findings()
-        self._aggregates()
+        self._aggregates(tracker)
         return sorted(self.findings, key=lambda f: f.sort_key)
 
     def _broker_losses(self, resolver: NotFoundResolver, tracker: SessionTracker) -> None:
@@ -410,7 +418,7 @@ class FindingsEngine:
                 frames = [f for f in (first_frame, sex.response_frame) if f is not None]
                 self._add_agg("PARTITION_STARVATION", None, sex, msg, STARVATION_RUNS, frames)
 
-    def _aggregates(self) -> None:
+    def _aggregates(self, tracker: SessionTracker) -> None:
         for agg in self._over_max.values():
             msg = (f"Response records ({agg.extra['total']} bytes) exceeded the request's MaxBytes "
                    f"({agg.extra['max']}) by more than the first record batch, in {agg.count} response(s).")
@@ -426,9 +434,22 @@ class FindingsEngine:
                     and (ex.broker, ex.conn) not in self._cut]  # fmt: skip
             if not late:
                 continue  # only requests still in flight when the capture stopped
-            msg = (f"{len(late)} request(s) from {client} to {broker} have no response in the capture "
-                   f"(first at frame {late[0].request_frame}).")
-            self._add_agg("RESPONSE_MISSING", None, late[0], msg, len(late), [e.request_frame for e in late])
+            # A response the capture lost leaves the client going on: its next requests on the connection are
+            # answered. Requests after which nothing was answered on their connection were never answered (a
+            # client closing while the broker holds its fetch for MaxWaitMs, as franz-go does on a rebalance).
+            connections = tracker.brokers[broker].connections
+            cut = [ex for ex in late if _last_on_its_connection(connections.get(ex.conn), ex)]
+            lost = [ex for ex in late if not _last_on_its_connection(connections.get(ex.conn), ex)]
+            if lost:
+                msg = (f"{len(lost)} request(s) from {client} to {broker} have no response in the capture "
+                       f"(first at frame {lost[0].request_frame}).")
+                self._add_agg("RESPONSE_MISSING", None, lost[0], msg, len(lost), [e.request_frame for e in lost])
+            if cut:
+                msg = (f"{len(cut)} request(s) from {client} to {broker} have no response, and nothing after them "
+                       f"was answered on their connection (first at frame {cut[0].request_frame}): the connection "
+                       "ended, or was left, with them in flight.")
+                self._add_agg("RESPONSE_MISSING", LAST_ON_CONNECTION, cut[0], msg, len(cut),
+                              [e.request_frame for e in cut])
         for (code, file, client, broker), agg in self._quality.items():
             first = agg.ex
             assert isinstance(first, _FirstSeen), "_quality_event anchors its aggregates where they were first seen"
