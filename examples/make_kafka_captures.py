@@ -470,14 +470,16 @@ def platformatic_churn(r: Recording) -> None:
 FRANZ_SRC = REPO / "examples" / "franz_consumer"
 
 
-def franz_consumer(r: Recording, label: str, topic: str, partitions: list[int]) -> subprocess.Popen:
-    """A franz-go consumer (examples/franz_consumer, built on first use with the Go toolchain from go.mod's pins)."""
+def franz_consumer(r: Recording, label: str, topic: str, partitions: list[int] | None = None,
+                   group: str | None = None) -> subprocess.Popen:
+    """A franz-go consumer (examples/franz_consumer, built on first use with the Go toolchain from go.mod's pins):
+    of the given partitions, or of the whole topic in a consumer group."""
     binary = r.root / "franz_consumer"
     if not binary.exists():
         subprocess.run(["go", "build", "-o", str(binary), "."], cwd=FRANZ_SRC, check=True)
-    argv = [str(binary), "-brokers", r.cluster.bootstrap, "-topic", topic,
-            "-partitions", ",".join(map(str, partitions)), "-client-id", label]
-    return r.spawn(label, argv, "go", topic=topic, partitions=partitions)
+    argv = [str(binary), "-brokers", r.cluster.bootstrap, "-topic", topic, "-client-id", label]
+    argv += ["-group", group] if group else ["-partitions", ",".join(map(str, partitions or [0]))]
+    return r.spawn(label, argv, "go", topic=topic, partitions=partitions, group=group)
 
 
 def franz_refused(r: Recording) -> None:
@@ -499,6 +501,23 @@ def franz_refused(r: Recording) -> None:
     r.at(160)
     r.signal_client("franz-c3", signal.SIGCONT)
     r.at(185)
+
+
+def franz_group_restart(r: Recording) -> None:
+    r.topic("orders", 6)
+    r.start_capture()
+    r.producer("perf-producer", "orders", rate=10, seconds=120)
+    r.at(1)
+    for i in (1, 2):
+        franz_consumer(r, f"franz-g{i}", "orders", group="orders-group")
+    r.at(15)
+    franz_consumer(r, "franz-g3", "orders", group="orders-group")  # joins: the group rebalances
+    r.at(28)
+    node = r.cluster.nodes[0]
+    r.kill_node(node)
+    r.at(35)
+    r.restart_node(node)
+    r.at(60)
 
 
 def cluster_followers(r: Recording) -> None:
@@ -563,6 +582,10 @@ SCENARIOS = {
                       "ConsoleConsumer newcomer from ~30 s is refused on every fetch until c3's session is unused for "
                       "120 s, then evicts it as stale; after SIGCONT c3 gets 70, is refused a new session and goes "
                       "sessionless"),
+    "franz-group-restart": (franz_group_restart, dict(),
+                            "3 franz-go consumers (v1.22.3) in one consumer group on a 6-partition topic and a 10 rec/s "
+                            "producer; franz-g3 joins at ~15 s (a rebalance), the single broker is SIGKILLed at ~28 s "
+                            "and restarted (same ports, same data) at ~35 s"),
     "cluster-followers": (cluster_followers, dict(nodes=3, capture_controllers=True),
                           "three KRaft combined nodes, every PLAINTEXT and CONTROLLER port captured: a topic with RF 3, "
                           "a 5 rec/s producer and a ConsoleConsumer; follower fetches (replica id >= 0, privileged "
@@ -689,6 +712,11 @@ SEE = {  # what the recorded runs showed (check a remake against its own README 
                      "fetches are refused until franz-c3's session, frozen, is evicted as stale; resumed, franz-c3 "
                      "gets FETCH_SESSION_ID_NOT_FOUND (70), sends (its id, 0), is refused, and then sends (its id, -1) on every "
                      "fetch, which Kafka answers as a sessionless fetch (the session is gone).",
+    "franz-group-restart": "one session per franz-go consumer; at the rebalance (~16 s) each consumer sends (its id, 0) "
+                           "on a new connection, closing its session and opening the next (franz-g1 first closes its "
+                           "old connection with a fetch the broker was holding: Kafka made that fetch's context and "
+                           "logged it completed, the wire has no answer); every connection is cut at the SIGKILL and "
+                           "the consumers come back with new sessions after the restart; no 70/71.",
     "cluster-followers": "follower fetches (replica ids 1..3, broker-N-fetcher-0) in privileged sessions on the "
                          "PLAINTEXT ports, KRaft voter fetches (raft-client-N, __cluster_metadata) on the leader's "
                          "CONTROLLER port without sessions (sessionless in the capture), and new sessions when the "

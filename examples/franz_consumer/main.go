@@ -1,7 +1,9 @@
 // franz_consumer: a franz-go (twmb/franz-go kgo) consumer for examples/make_kafka_captures.py. It reads the given
-// partitions of one topic from the start, with franz-go's defaults otherwise (fetch sessions on), until SIGTERM.
+// partitions of one topic from the start, or the whole topic as a member of a consumer group, with franz-go's
+// defaults otherwise (fetch sessions on), until SIGTERM.
 //
 //	go build -o franz_consumer . && ./franz_consumer -brokers HOST:PORT -topic T -partitions 0,1 -client-id ID
+//	./franz_consumer -brokers HOST:PORT -topic T -group G -client-id ID
 package main
 
 import (
@@ -22,6 +24,7 @@ func main() {
 	topic := flag.String("topic", "orders", "the topic")
 	partitions := flag.String("partitions", "0", "partitions to read, comma-separated")
 	clientID := flag.String("client-id", "franz-consumer", "client.id")
+	group := flag.String("group", "", "consume the whole topic in this consumer group (-partitions is then ignored)")
 	flag.Parse()
 
 	offsets := map[int32]kgo.Offset{}
@@ -33,11 +36,14 @@ func main() {
 		}
 		offsets[int32(n)] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(strings.Split(*brokers, ",")...),
-		kgo.ClientID(*clientID),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{*topic: offsets}),
-	)
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.ClientID(*clientID)}
+	if *group != "" {
+		opts = append(opts, kgo.ConsumeTopics(*topic), kgo.ConsumerGroup(*group),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	} else {
+		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{*topic: offsets}))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -86,13 +86,14 @@ def pcap_packets(path: Path):
         off += 16 + incl
 
 
-def tcp_segments(path: Path):
+def tcp_segments(path: Path, with_ts: bool = False):
     """(source ip:port, destination ip:port, TCP flags, seq, payload length) per IPv4 TCP segment of a pcap on an
-    Ethernet or raw-IP link (what tcpdump -i lo writes); ValueError for another link type."""
+    Ethernet or raw-IP link (what tcpdump -i lo writes), the packet's timestamp first if `with_ts`; ValueError for
+    another link type."""
     import socket
     import struct
 
-    for _ts, linktype, frame in pcap_packets(path):
+    for ts, linktype, frame in pcap_packets(path):
         if linktype == 1:
             ip = frame[14:] if frame[12:14] == b"\x08\x00" else b""
         elif linktype in (101, 228):
@@ -110,7 +111,16 @@ def tcp_segments(path: Path):
         dst = f"{socket.inet_ntoa(ip[16:20])}:{struct.unpack_from('>H', tcp, 2)[0]}"
         seq = struct.unpack_from(">I", tcp, 4)[0]
         payload = len(tcp) - (tcp[12] >> 4) * 4
-        yield src, dst, tcp[13], seq, payload
+        yield (ts, src, dst, tcp[13], seq, payload) if with_ts else (src, dst, tcp[13], seq, payload)
+
+
+def closes_sent(path: Path) -> dict[str, list[float]]:
+    """ip:port -> the times it sent a FIN or a RST, from the pcap's own TCP headers."""
+    out: dict[str, list[float]] = {}
+    for ts, src, _dst, flags, _seq, _size in tcp_segments(path, with_ts=True):
+        if flags & 0x05:  # FIN or RST
+            out.setdefault(src, []).append(ts)
+    return out
 
 
 def capture_completeness(path: Path) -> tuple[set[str], set[str]] | None:
@@ -428,9 +438,14 @@ def test_committed_capture_every_logged_fetch_is_decoded_with_the_same_fields(ca
             "fetchtool decoded Fetch exchanges where Kafka's request log has none")
         return
     deaths = {node: killed for node, killed, _ in run.node_deaths()}
+    closes = closes_sent(capture)
 
     def client_gone_at(rec: br.FetchRecord) -> float | None:
-        return deaths.get(f"node{rec.replica_id}") if rec.replica_id >= 0 else None
+        if rec.replica_id >= 0:
+            return deaths.get(f"node{rec.replica_id}")
+        # a client that closed its connection with the fetch in flight (franz-go does on a rebalance): Kafka still
+        # logs the response it then could not send
+        return next((t for t in closes.get(rec.client, ()) if t >= rec.received_ts), None)
 
     result = assert_decode_matches_request_log(capture, run.record.fetches, captured_ports(run), client_gone_at)
     assert result["compared"] > 0
