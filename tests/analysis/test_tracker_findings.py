@@ -137,6 +137,17 @@ def test_a_client_that_stops_asking_once_refused_fetches_sessionless_even_naming
     assert mine["requests"]["sessionless"] == 20 and mine["potential_bytes"] > 0
 
 
+def test_a_negative_session_id_with_epoch_minus_one_is_sessionless():
+    """segmentio/kafka-go's Client.Fetch sends (-1, -1): Kafka's session ids are positive, so it names none."""
+    c = Capture()
+    for _ in range(3):
+        c.fetch(session_id=-1, epoch=-1)
+    a = analyze_items(c.exchanges)
+    [cl] = a.clients
+    assert cl.request_kinds == {"sessionless": 3}
+    assert a.savings["per_client"][0]["requests"] == {"sessionless": 3}
+
+
 def test_a_close_is_a_close_once():
     """Java's close at shutdown, (id, -1) after incremental fetches, stays a close; a client that had never named
     the session on that connection (a capture started mid-session) closes it too."""

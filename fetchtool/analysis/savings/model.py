@@ -180,8 +180,8 @@ def request_kind(ex: Exchange, named_before: int = 0) -> str:
     epoch = ex.session_epoch
     if ex.api_version < MIN_SESSION_VERSION or epoch is None:
         return SESSIONLESS
-    if epoch == -1:
-        return CLOSE if ex.session_id and ex.session_id != named_before else SESSIONLESS
+    if epoch == -1:   # (a session id <= 0 names no session: Kafka's are positive; kafka-go sends (-1, -1))
+        return CLOSE if (ex.session_id or 0) > 0 and ex.session_id != named_before else SESSIONLESS
     if epoch == 0:
         return FULL
     return INCREMENTAL

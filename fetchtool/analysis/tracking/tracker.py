@@ -328,7 +328,7 @@ class SessionTracker:
                 self._step(named, ex, CLOSE_KIND if meta.epoch == FINAL_EPOCH else FULL, 0, 0)
         refused = False
         if meta.epoch == FINAL_EPOCH:
-            kind = CLOSE_KIND if meta.session_id and not again else SESSIONLESS
+            kind = CLOSE_KIND if meta.session_id > 0 and not again else SESSIONLESS   # (Kafka's ids are positive)
         else:
             kind = FULL
             rsid = ex.response_session_id
