@@ -520,6 +520,28 @@ def franz_group_restart(r: Recording) -> None:
     r.at(60)
 
 
+def franz_leader_change(r: Recording) -> None:
+    # Three nodes, RF 3: franz-go keeps a fetch session per broker; when a leader dies its partitions move to the
+    # others, whose sessions add them incrementally (and forget them again if they move back).
+    r.topic("orders", 6, replication=3)
+    status = run_java_tool(["org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", r.cluster.bootstrap,
+                            "describe", "--status"], timeout_s=60)
+    m = re.search(r"LeaderId:\s*(\d+)", status)
+    leader = int(m[1]) if m else 1
+    victim = next(n for n in reversed(r.cluster.nodes) if n.node_id != leader)
+    r.event("quorum", leader_id=leader, victim_node_id=victim.node_id, status=status.strip().splitlines())
+    r.start_capture()
+    r.producer("perf-producer", "orders", rate=10, seconds=120, size=50)
+    r.at(1)
+    for i in (1, 2):
+        franz_consumer(r, f"franz-l{i}", "orders", group="orders-group")
+    r.at(20)
+    r.kill_node(victim)
+    r.at(30)
+    r.restart_node(victim)
+    r.at(55)
+
+
 def cluster_followers(r: Recording) -> None:
     r.topic("replicated", 3, replication=3)
     status = run_java_tool(["org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", r.cluster.bootstrap,
@@ -586,6 +608,11 @@ SCENARIOS = {
                             "3 franz-go consumers (v1.22.3) in one consumer group on a 6-partition topic and a 10 rec/s "
                             "producer; franz-g3 joins at ~15 s (a rebalance), the single broker is SIGKILLed at ~28 s "
                             "and restarted (same ports, same data) at ~35 s"),
+    "franz-leader-change": (franz_leader_change, dict(nodes=3),
+                            "three KRaft combined nodes, a 6-partition topic with RF 3, a 10 rec/s producer and 2 "
+                            "franz-go consumers (v1.22.3) in one group, each with a fetch session per partition "
+                            "leader; a node that is not the quorum leader is SIGKILLed at ~20 s (its partitions' "
+                            "leadership moves to the others) and restarted at ~30 s"),
     "cluster-followers": (cluster_followers, dict(nodes=3, capture_controllers=True),
                           "three KRaft combined nodes, every PLAINTEXT and CONTROLLER port captured: a topic with RF 3, "
                           "a 5 rec/s producer and a ConsoleConsumer; follower fetches (replica id >= 0, privileged "
@@ -717,6 +744,11 @@ SEE = {  # what the recorded runs showed (check a remake against its own README 
                            "old connection with a fetch the broker was holding: Kafka made that fetch's context and "
                            "logged it completed, the wire has no answer); every connection is cut at the SIGKILL and "
                            "the consumers come back with new sessions after the restart; no 70/71.",
+    "franz-leader-change": "a fetch session per franz-go consumer and partition leader, beside the followers' "
+                           "privileged sessions; at the SIGKILL every connection to the victim is cut (its sessions "
+                           "lost with it) and its partitions' new leaders see the consumers' sessions there add them "
+                           "incrementally; the restarted node leads nothing, so no consumer fetches from it again "
+                           "until franz-l2 closes its old session there, (id, -1), at shutdown; no 70/71.",
     "cluster-followers": "follower fetches (replica ids 1..3, broker-N-fetcher-0) in privileged sessions on the "
                          "PLAINTEXT ports, KRaft voter fetches (raft-client-N, __cluster_metadata) on the leader's "
                          "CONTROLLER port without sessions (sessionless in the capture), and new sessions when the "
