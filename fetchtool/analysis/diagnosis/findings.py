@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from fetchtool.exchange import Exchange
 from fetchtool.sessions.errors import error_name
 
 from fetchtool.analysis.diagnosis.advice import SEVERITY, advice
@@ -32,6 +33,7 @@ STARVATION_RUNS = 5  # full responses in a row that leave out a partition with d
 FULL_RESPONSE = 0.9  # a response whose records reach this share of MaxBytes is "full" (KIP-74)
 IN_FLIGHT_GRACE = 1.0  # seconds past MaxWaitMs before an unanswered request at the capture's end counts
 LAST_ON_CONNECTION = "last_on_connection"  # RESPONSE_MISSING's cause: nothing was answered after it on its connection
+SNAPSHOT_ERRORS = {98: "SNAPSHOT_NOT_FOUND", 99: "POSITION_OUT_OF_RANGE"}  # KIP-630 codes the engine does not name
 
 
 def _last_on_its_connection(state, ex) -> bool:
@@ -39,7 +41,6 @@ def _last_on_its_connection(state, ex) -> bool:
     after them was answered on it. (The state is kept, open or closed, while it has requests in flight.)"""
     return (state is not None and state.in_flight > 0 and state.cut_request_frame is not None
             and ex.request_frame is not None and ex.request_frame >= state.cut_request_frame)
-SNAPSHOT_ERRORS = {98: "SNAPSHOT_NOT_FOUND", 99: "POSITION_OUT_OF_RANGE"}  # KIP-630 codes the engine does not name
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,8 +439,10 @@ class FindingsEngine:
             # answered. Requests after which nothing was answered on their connection were never answered (a
             # client closing while the broker holds its fetch for MaxWaitMs, as franz-go does on a rebalance).
             connections = tracker.brokers[broker].connections
-            cut = [ex for ex in late if _last_on_its_connection(connections.get(ex.conn), ex)]
-            lost = [ex for ex in late if not _last_on_its_connection(connections.get(ex.conn), ex)]
+            cut: list[Exchange] = []
+            lost: list[Exchange] = []
+            for ex in late:
+                (cut if _last_on_its_connection(connections.get(ex.conn), ex) else lost).append(ex)
             if lost:
                 msg = (f"{len(lost)} request(s) from {client} to {broker} have no response in the capture "
                        f"(first at frame {lost[0].request_frame}).")
