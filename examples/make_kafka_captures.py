@@ -520,16 +520,22 @@ def franz_group_restart(r: Recording) -> None:
     r.at(60)
 
 
-def franz_leader_change(r: Recording) -> None:
-    # Three nodes, RF 3: franz-go keeps a fetch session per broker; when a leader dies its partitions move to the
-    # others, whose sessions add them incrementally (and forget them again if they move back).
-    r.topic("orders", 6, replication=3)
+def victim_not_quorum_leader(r: Recording) -> KafkaNode:
+    """The last node that is not the KRaft quorum's leader (killing the leader would stall the metadata log)."""
     status = run_java_tool(["org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", r.cluster.bootstrap,
                             "describe", "--status"], timeout_s=60)
     m = re.search(r"LeaderId:\s*(\d+)", status)
     leader = int(m[1]) if m else 1
     victim = next(n for n in reversed(r.cluster.nodes) if n.node_id != leader)
     r.event("quorum", leader_id=leader, victim_node_id=victim.node_id, status=status.strip().splitlines())
+    return victim
+
+
+def franz_leader_change(r: Recording) -> None:
+    # Three nodes, RF 3: franz-go keeps a fetch session per broker; when a leader dies its partitions move to the
+    # others, whose sessions add them incrementally.
+    r.topic("orders", 6, replication=3)
+    victim = victim_not_quorum_leader(r)
     r.start_capture()
     r.producer("perf-producer", "orders", rate=10, seconds=120, size=50)
     r.at(1)
@@ -544,12 +550,7 @@ def franz_leader_change(r: Recording) -> None:
 
 def cluster_followers(r: Recording) -> None:
     r.topic("replicated", 3, replication=3)
-    status = run_java_tool(["org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", r.cluster.bootstrap,
-                            "describe", "--status"], timeout_s=60)
-    m = re.search(r"LeaderId:\s*(\d+)", status)
-    leader = int(m[1]) if m else 1
-    victim = next(n for n in reversed(r.cluster.nodes) if n.node_id != leader)
-    r.event("quorum", leader_id=leader, victim_node_id=victim.node_id, status=status.strip().splitlines())
+    victim = victim_not_quorum_leader(r)
     r.start_capture()
     r.producer("perf-producer", "replicated", rate=5, seconds=120, size=50)
     r.at(1)
