@@ -172,7 +172,7 @@ class Replay:
         return made
 
 
-def request_kind(ex: Exchange, named_before: int = 0) -> str:
+def request_kind(ex: Exchange, named_before: int) -> str:
     """What the request asks of the broker's sessions. ``named_before``: the session id the connection's previous
     request named if that was a full request (epoch 0 or -1), else 0. An (id, -1) naming that id again is not a
     close: the broker removed the session then, and answers this as any sessionless fetch (franz-go, once refused
