@@ -27,6 +27,14 @@ INCREMENTAL = "incremental"  # (id, n > 0) (and the anomalous n <= -2)
 CLOSE = "close"  # (id, -1): close the session, no new one
 SNAPSHOT = "snapshot"  # FetchSnapshot (KIP-630)
 
+
+def closes_a_session(session_id: int | None, epoch: int | None, named_before: int) -> bool:
+    """Whether a request is a CLOSE, (id, -1): for a positive id only (Kafka's ids are; kafka-go sends (-1, -1)),
+    and not the id a full request before it on the same connection named (``named_before``, 0: none). Kafka
+    removed that session then and answers this (id, -1) as any sessionless fetch (franz-go, once refused a
+    session, sends (its last id, -1) on every fetch). The tracker and the savings model classify by this rule."""
+    return epoch == -1 and session_id is not None and session_id > 0 and session_id != named_before
+
 JSON_LIST = 1000  # a client's addresses and sessions listed in JSON; the rest counted
 
 # How a session ended.

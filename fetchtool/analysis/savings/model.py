@@ -31,6 +31,7 @@ from fetchtool.sessions import (FetchManager, FetchSessionCache, FetchSessionHan
                                 PartitionResult, TopicIdPartition, TopicPartition)
 from fetchtool.sessions.partitions import ZERO_UUID
 
+from fetchtool.analysis.model import closes_a_session
 from fetchtool.analysis.savings import sizes as size
 from fetchtool.analysis.savings.state import (QUIET, ClientKey, EngineKey, KeyDirectory, PartitionState, RequestState,
                                               partition_data, result, result_from_row)
@@ -174,14 +175,12 @@ class Replay:
 
 def request_kind(ex: Exchange, named_before: int) -> str:
     """What the request asks of the broker's sessions. ``named_before``: the session id the connection's previous
-    request named if that was a full request (epoch 0 or -1), else 0. An (id, -1) naming that id again is not a
-    close: the broker removed the session then, and answers this as any sessionless fetch (franz-go, once refused
-    a session, sends (its last id, -1) on every fetch). tracking.tracker classifies requests by the same rule."""
+    request named if that was a full request (epoch 0 or -1), else 0 (analysis.model.closes_a_session)."""
     epoch = ex.session_epoch
     if ex.api_version < MIN_SESSION_VERSION or epoch is None:
         return SESSIONLESS
-    if epoch == -1:   # (a session id <= 0 names no session: Kafka's are positive; kafka-go sends (-1, -1))
-        return CLOSE if (ex.session_id or 0) > 0 and ex.session_id != named_before else SESSIONLESS
+    if epoch == -1:
+        return CLOSE if closes_a_session(ex.session_id, epoch, named_before) else SESSIONLESS
     if epoch == 0:
         return FULL
     return INCREMENTAL

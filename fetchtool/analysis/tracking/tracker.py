@@ -28,7 +28,7 @@ from fetchtool.analysis.tracking.steps import count as count_steps
 from fetchtool.analysis.tracking.steps import unpack as unpack_steps
 from fetchtool.analysis.tracking.cache_events import ABSENT, CLOSE, CREATE, PRESENT, REFUSE, TOUCH, CacheLog
 from fetchtool.analysis.model import CLOSE as CLOSE_KIND
-from fetchtool.analysis.model import owner
+from fetchtool.analysis.model import closes_a_session, owner
 from fetchtool.analysis.model import (
     ALIVE,
     CLOSED,
@@ -313,10 +313,8 @@ class SessionTracker:
 
     def _full(self, ex, meta, client, broker, ckey, reconnected, named_before: int) -> Observation:
         named = None
-        # (id, -1) again after a full request on this connection named id: Kafka removed that session then, and
-        # answers this one as a sessionless fetch (savings.model.request_kind, the same rule)
-        again = meta.epoch == FINAL_EPOCH and meta.session_id == named_before
-        if meta.session_id and not again:
+        closing = closes_a_session(meta.session_id, meta.epoch, named_before)
+        if meta.session_id and (meta.epoch != FINAL_EPOCH or closing):
             # Any session named by a full request is closed by the broker (no ownership check).
             named = broker.sessions.get(meta.session_id)
             broker.cache_event(ex.ts, CLOSE, meta.session_id, 0, False, named)
@@ -328,7 +326,7 @@ class SessionTracker:
                 self._step(named, ex, CLOSE_KIND if meta.epoch == FINAL_EPOCH else FULL, 0, 0)
         refused = False
         if meta.epoch == FINAL_EPOCH:
-            kind = CLOSE_KIND if meta.session_id > 0 and not again else SESSIONLESS   # (Kafka's ids are positive)
+            kind = CLOSE_KIND if closing else SESSIONLESS
         else:
             kind = FULL
             rsid = ex.response_session_id
