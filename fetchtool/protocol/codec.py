@@ -17,7 +17,7 @@ from importlib import import_module
 from typing import Literal, Mapping
 
 from ..exchange import ForgottenPartition, RequestPartition, ResponsePartition
-from .headers import API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, HeaderError, api_name, read_uvarint
+from .headers import API_VERSIONS, FETCH, FETCH_SNAPSHOT, METADATA, api_name
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 INT32_MAX = 0x7FFFFFFF
@@ -247,18 +247,14 @@ def _newer_client_software(body) -> ClientSoftware | None:
     first two fields are ClientSoftwareName and ClientSoftwareVersion as in v3-v4 (a new version only appends
     fields); what follows is not read. The broker answers UNSUPPORTED_VERSION and the client asks again lower.
     None when the body does not start so: a layout fetchtool does not know, not a damaged one."""
-    fields = []
-    pos = 0
+    from ._fetch_flex import Unhandled, _string
+
     try:
-        for _ in range(2):
-            n, pos = read_uvarint(body, pos)
-            if n == 0 or pos + n - 1 > len(body):  # a compact string of n - 1 bytes, never null here
-                return None
-            fields.append(bytes(body[pos:pos + n - 1]).decode("utf-8"))
-            pos += n - 1
-    except (HeaderError, UnicodeDecodeError):
+        name, pos = _string(body, 0)
+        version, _ = _string(body, pos)
+    except (Unhandled, IndexError, UnicodeDecodeError):
         return None
-    return ClientSoftware(*fields)
+    return ClientSoftware(name, version)
 
 
 def decode_response(
