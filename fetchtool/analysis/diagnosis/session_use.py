@@ -40,10 +40,9 @@ class _Use:
     asking_frames: list[int] = field(default_factory=list)  # session-creating requests, granted or refused
     sessionless_frames: list[int] = field(default_factory=list)
     first_sessionless: Exchange | None = None  # where SESSIONLESS_CLIENT points
-    # The first refused session-creating request, if the client had fetched without a session before it (None: not
-    # refused, or sessionless from the start): a client whose sessionless fetches follow a refusal gave up asking
+    # The first refused session-creating request, if it came before any sessionless fetch (None: not refused, or
+    # sessionless first): a client whose sessionless fetches follow a refusal gave up asking
     refused_first: Exchange | None = None
-    sessionless_before_refusal: bool = False
 
 
 class SessionUse:
@@ -91,9 +90,8 @@ class SessionUse:
             if ex.request_frame is not None and len(use.sessionless_frames) < MAX_FRAMES:
                 use.sessionless_frames.append(ex.request_frame)
         if obs.refused:
-            if use.refused_first is None:
+            if use.refused_first is None and not use.sessionless:
                 use.refused_first = ex
-                use.sessionless_before_refusal = use.sessionless > 0
             agg = self.refused.get(key)
             if agg is None:
                 agg = self.refused[key] = Agg(ex)
@@ -141,7 +139,7 @@ class SessionUse:
                        f"{potential / total:.0%} of its fetch bytes to this broker (savings estimate).")
                 cause = None
                 refusal = use.refused_first
-                if refusal is not None and not use.sessionless_before_refusal:
+                if refusal is not None:
                     cause = AFTER_REFUSAL
                     why = ("a full cache: CACHE_FULL" if tracker.brokers[broker].granted
                            else "the broker grants none: SESSIONS_NOT_GRANTED")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fetchtool.analysis.diagnosis.client_software import GIVES_UP, NO, YES, after_refusal, parse, sessions_support
+from fetchtool.analysis.diagnosis.client_software import (GIVES_UP, NO, YES, Software, Support, after_refusal, parse,
+                                                          sessions_support)
 from fetchtool.analysis.diagnosis.known_bugs import match
 from fetchtool.analysis.diagnosis.session_use import AFTER_REFUSAL
 from fetchtool.analysis.model import ClientSummary, Finding
@@ -40,8 +41,7 @@ def support_sentence(software: str | None, refused: bool = False) -> str:
     if support.answer == NO:
         return (f"Its client software, {software}, does not implement KIP-227 fetch sessions ({support.note}; "
                 f"{support.source}): expected of this client, not a fault; a client with sessions would save this.")
-    behaviour = after_refusal(sw) if sw is not None else None
-    gives_up = behaviour if behaviour is not None and behaviour.answer == GIVES_UP else None
+    gives_up = _gives_up(sw)
     if refused:
         if gives_up:
             return (f"Its client software, {software}, implements KIP-227 ({support.note}), and {gives_up.note} "
@@ -58,12 +58,17 @@ def support_sentence(software: str | None, refused: bool = False) -> str:
 
 def refusal_advice(software: str | None) -> str | None:
     """CACHE_FULL's advice for a client whose software gives up asking once refused: a restart is needed."""
-    sw = parse(software)
-    behaviour = after_refusal(sw) if sw is not None else None
-    if behaviour is None or behaviour.answer != GIVES_UP:
+    gives_up = _gives_up(parse(software))
+    if gives_up is None:
         return None
-    return (f"This client, {software}, will not ask again: {behaviour.note} ({behaviour.source}); restart it once "
+    return (f"This client, {software}, will not ask again: {gives_up.note} ({gives_up.source}); restart it once "
             "the cache has room.")
+
+
+def _gives_up(sw: Software | None) -> Support | None:
+    """What the software does once refused a session (client_software.AFTER_REFUSAL), when that is giving up."""
+    behaviour = after_refusal(sw) if sw is not None else None
+    return behaviour if behaviour is not None and behaviour.answer == GIVES_UP else None
 
 
 def annotate(findings: tuple[Finding, ...], clients: tuple[ClientSummary, ...], report) -> tuple[Finding, ...]:
