@@ -532,11 +532,10 @@ class RecordedRun:
     def session_node(self, broker: str) -> str | None:
         return next((n for n, b in self.node_broker.items() if b == broker), None)
 
-    def live_sessions_peak(self, node: str, since: float | None = None, until: float | None = None) -> int:
-        """The most sessions the node's cache held at once, replaying its sessions.log: +1 per creation, -1 per
-        session removed by a full request, emptied by an incremental one, or evicted; a SIGKILLed node's cache
-        is empty when it comes back. Only moments between `since` and `until` count (the cache may already hold
-        sessions at `since`)."""
+    def _cache_lives(self, node: str) -> Iterator[tuple[float, set[int]]]:
+        """The node's cache over time, replaying its sessions.log: (time, the live session ids just after) per
+        event: a creation adds one; a session removed by a full request, emptied by an incremental one, or
+        evicted leaves; a SIGKILLed node's cache is empty when it comes back."""
         log = self.record.sessions[node]
         events: list[tuple[float, int, str, int]] = [(c.ts, c.line, "+", c.session_id) for c in log.created]
         events += [(f.ts, f.line, "-", f.removed_session) for f in log.closed_by_full]
@@ -544,7 +543,6 @@ class RecordedRun:
         events += [(e.ts, e.line, "-", e.victim_id) for e in log.evictions]
         events += [(t, -1, "kill", 0) for n, t, _ in self.node_deaths() if n == node]
         live: set[int] = set()
-        peak = 0
         for ts, _line, op, sid in sorted(events):
             if op == "+":
                 live.add(sid)
@@ -552,9 +550,22 @@ class RecordedRun:
                 live.discard(sid)
             else:
                 live.clear()
-            if (since is None or ts >= since) and (until is None or ts <= until):
-                peak = max(peak, len(live))
-        return peak
+            yield ts, live
+
+    def live_sessions_peak(self, node: str, since: float | None = None, until: float | None = None) -> int:
+        """The most sessions the node's cache held at once (_cache_lives). Only moments between `since` and
+        `until` count (the cache may already hold sessions at `since`)."""
+        return max((len(live) for ts, live in self._cache_lives(node)
+                    if (since is None or ts >= since) and (until is None or ts <= until)), default=0)
+
+    def session_held(self, node: str, session_id: int, t: float) -> bool:
+        """Whether the node's cache held `session_id` at time t (_cache_lives)."""
+        held = False
+        for ts, live in self._cache_lives(node):
+            if ts >= t:
+                break
+            held = session_id in live
+        return held
 
     @property
     def sessions(self) -> dict[str, SessionsLog]:

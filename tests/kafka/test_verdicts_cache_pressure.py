@@ -159,8 +159,9 @@ def test_a_sessionless_client_gave_up_after_a_refusal_exactly_where_kafka_refuse
                    if r.session_epoch == 0 and r.response_session_id == 0 and r.error_code == 0]
         # Kafka answers (id, -1) as a sessionless fetch when it holds no session id: never created, evicted, or
         # removed by an earlier full request naming it (franz-go, once refused, sends (its last id, -1) every time)
+        node = run.session_node(f["broker"])
         sessionless = [r.received_ts for r in fetches if r.session_epoch == -1
-                       and not held_by_kafka(run, f["broker"], r.session_id or 0, r.received_ts)]
+                       and not run.session_held(node, r.session_id or 0, r.received_ts)]
         assert sessionless, f"Kafka logged no sessionless fetch of {f['client_id']} to {f['broker']}"
         kafka = "after_refusal" if refused and refused[0] < sessionless[0] else None
         assert f["cause"] == kafka, (f["client_id"], f["cause"], refused[:1], sessionless[:1])
@@ -169,17 +170,3 @@ def test_a_sessionless_client_gave_up_after_a_refusal_exactly_where_kafka_refuse
     if run.name == "franz-refused":  # the capture made for it: a newcomer, and franz-c3 after its 70 ((id, -1) then)
         assert {f["client_id"] for f in findings if f["cause"] == "after_refusal"} == {"franz-newcomer", "franz-c3"}
 
-
-def held_by_kafka(run: br.RecordedRun, broker: str, session_id: int, t: float) -> bool:
-    """Whether Kafka's cache held `session_id` at time t, by its logs: created before, and neither evicted nor
-    removed by a full request (epoch 0 or -1) naming it before."""
-    if not session_id:
-        return False
-    created = [c.ts for c in run.record.all_created if run.node_broker[c.node] == broker and c.session_id == session_id]
-    if not created or min(created) > t:
-        return False
-    evicted = any(run.node_broker[e.node] == broker and e.victim_id == session_id and e.ts < t
-                  for e in run.record.all_evictions)
-    removed = any(r.broker == broker and r.session_id == session_id and r.session_epoch in (0, -1)
-                  and r.received_ts < t for r in run.record.fetches)
-    return not (evicted or removed)
