@@ -573,8 +573,8 @@ def finished_items(batches, conn_ids: dict, names: dict) -> Iterator[tuple[str, 
                 cols["kind"], cols["broker"], cols["set"], cols["frame"], cols["task"], cols["conn"], cols["corr"],
                 cols["seq"], cols["blob"]):
             gid = conn_ids[(task, conn)]
-            yield broker, (set_idx, frame, gid, corr, seq), gid if kind == "end" else finished_item(blob, set_idx,
-                                                                                                  gid, names)
+            item = gid if kind == "end" else finished_item(blob, set_idx, gid, names)
+            yield broker, (set_idx, frame, gid, corr, seq), item
 
 
 def spark_hash_int(value: int, seed: int = 42) -> int:
